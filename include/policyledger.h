@@ -114,7 +114,8 @@
  *   Payloads are JSON objects of at most pl_engine_options.max_payload bytes
  *   encoded (16 MiB by default) nested at most PL_MAX_JSON_DEPTH deep;
  *   names (policies, actors, events, side effects) are 1..PL_MAX_NAME bytes
- *   of UTF-8 without control characters; invocations nest at
+ *   of UTF-8 without a C0 control character or DEL (0x01-0x1f, 0x7f; the
+ *   tools escape C1 ones when they print a name); invocations nest at
  *   most PL_MAX_DEPTH deep; run ids are 1..PL_MAX_RUN_ID bytes of
  *   [A-Za-z0-9._:@~-] ("@" is what a schedule's tick puts in its runs'
  *   ids, "~" what pl_ctx_continue_as_new() appends).
@@ -188,7 +189,8 @@ extern "C" {
 #define PL_UUID_LEN 36       /**< length of a UUID string, without its NUL */
 #define PL_HASH_LEN 32       /**< bytes in a step hash (SHA-256) */
 
-/** @return the library's version string, e.g. "0.1.0". */
+/** @return the library's version string, PL_VERSION_STRING of the header
+ *  it was built with ("2.0.0"). */
 const char *pl_version(void);
 
 /* The manual goes on in these headers, by topic, in this order: */

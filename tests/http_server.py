@@ -60,6 +60,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send(401, b"who are you")
         elif p == "/forbidden":
             self.send(403, b"not for you")
+        elif p == "/gone":
+            self.send(410, b"gone for good")
+        elif p == "/teapot":
+            self.send(418, b"short and stout")
         elif p == "/limited":
             self.send(429, b"slow down", headers=[("Retry-After", "7")])
         elif p == "/error":

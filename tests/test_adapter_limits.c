@@ -9,6 +9,7 @@
 #include "support_adapter.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -601,4 +602,94 @@ Test(trace, open_and_close_errors, .fini = t_cleanup)
         cr_expect_eq(pl_trace_close(t), PL_EIO);
         expect_msg("could not be written");
     }
+}
+
+/* A writer of 250 lines: call ends of run "w<k>", failed and with tokens. */
+static void *trace_writer(void *trace)
+{
+    static const char *const ids[] = {"w0", "w1", "w2", "w3"};
+    static atomic_int next;
+    const char *id = ids[atomic_fetch_add(&next, 1) % 4];
+    for (unsigned i = 0; i < 250; i++) {
+        pl_event ev = {.kind = i % 2 ? PL_EVENT_CALL_FAILED
+                                     : PL_EVENT_CALL_COMPLETED,
+                       .run_id = id,
+                       .path = "0",
+                       .seq = i,
+                       .policy = "model",
+                       .status = i % 2 ? PL_EPOLICY : 0,
+                       .elapsed_ns = 1000 + i,
+                       .tokens_in = i % 2 ? 0 : 3,
+                       .tokens_out = i % 2 ? 0 : 2};
+        pl_trace_event(&ev, trace);
+    }
+    return NULL;
+}
+
+/* A trace opened again appends to its file; lines of threads writing at
+ * once never mix, and each has its status by name and its tokens; an
+ * event of no run has the trace id "". */
+Test(trace, appends_and_concurrent_lines_never_mix, .fini = t_cleanup)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/trace.jsonl", t_tmpdir());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    cr_assert_gt(fputs("{\"before\": true}\n", f), 0);
+    cr_assert_eq(fclose(f), 0);
+    pl_trace *t = NULL;
+    cr_assert_eq(pl_trace_open(&t, path), PL_OK, "%s", pl_errmsg());
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, trace_writer, t), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+    /* a worker's event of no run */
+    pl_event lost = {
+        .kind = PL_EVENT_STORE_LOST, .status = PL_ESTORE, .detail = "down"};
+    pl_trace_event(&lost, t);
+    cr_assert_eq(pl_trace_close(t), PL_OK, "%s", pl_errmsg());
+
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in);
+    char buf[1024];
+    cr_assert_not_null(fgets(buf, sizeof buf, in));
+    cr_expect_str_eq(buf, "{\"before\": true}\n", "the file is appended to");
+    long lines = 0, per[4] = {0};
+    while (fgets(buf, sizeof buf, in)) {
+        cJSON *l = cJSON_Parse(buf);
+        cr_assert_not_null(l, "line %ld is not one JSON line: %s", lines, buf);
+        lines++;
+        const char *id = str_member(l, "trace_id");
+        if (lines == 1001) {
+            cr_expect_str_eq(id, "", "no run: %s", buf);
+            cr_expect_str_eq(str_member(l, "event"), "store_lost");
+            cr_expect_str_eq(str_member(l, "status"), "PL_ESTORE");
+            cJSON_Delete(l);
+            continue;
+        }
+        cr_assert(id && id[0] == 'w' && id[1] >= '0' && id[1] <= '3', "%s",
+                  buf);
+        per[id[1] - '0']++;
+        double seq = num_member(l, "seq", -1);
+        bool failed = (long)seq % 2 == 1;
+        cr_expect_str_eq(str_member(l, "event"),
+                         failed ? "call_failed" : "call_completed");
+        cr_expect_str_eq(str_member(l, "outcome"),
+                         failed ? "failed" : "completed");
+        cr_expect_eq(num_member(l, "elapsed_ns", -1), 1000 + seq);
+        if (failed) {
+            cr_expect_str_eq(str_member(l, "status"), "PL_EPOLICY");
+            cr_expect_null(member(l, "tokens"), "%s", buf);
+        } else {
+            cr_expect_null(member(l, "status"), "%s", buf);
+            cr_expect_eq(num_member(member(l, "tokens"), "input", -1), 3);
+            cr_expect_eq(num_member(member(l, "tokens"), "output", -1), 2);
+        }
+        cJSON_Delete(l);
+    }
+    fclose(in);
+    cr_expect_eq(lines, 1001);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(per[i], 250, "writer %d", i);
 }

@@ -7,6 +7,8 @@
  */
 #include "support.h"
 
+#include "internal.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -179,6 +181,16 @@ Test(chain, a_run_continues_as_new_and_links_both_ways)
     cr_assert_eq(pl_run_tombstone(&t, e, "loop"), PL_OK);
     cr_assert_eq(t.status, PL_RUN_CONTINUED);
     cr_assert_eq(pl_run_verify(e, "loop~1"), PL_OK, "the rest stays whole");
+    /* ... and pruned as one: the continued link, not the completed one */
+    pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+    po.statuses = 1u << PL_RUN_CONTINUED;
+    uint64_t pruned = 0;
+    cr_assert_eq(pl_engine_prune(e, &po, &pruned), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pruned, 1);
+    t = (pl_tombstone)PL_TOMBSTONE_INIT;
+    cr_assert_eq(pl_run_tombstone(&t, e, "loop~1"), PL_OK);
+    cr_expect_eq(t.status, PL_RUN_CONTINUED);
+    pl_run_info_free(get(e, "loop~2"));
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -356,6 +368,75 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
     cr_expect_eq(status_of(e, "pc"), PL_RUN_CONTINUED);
     cr_expect_eq(status_of(e, "pc~1"), PL_RUN_CANCELLED);
     cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- the successor's place in the queue ------------------------------------ */
+
+/* A take's claim that writes the run's state as it was. */
+static int as_it_was(const pl__taken *t, pl__buf *state, bool *drop, void *user)
+{
+    (void)drop;
+    (void)user;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* Queue run @p id of looper {"left": 1}, with @p priority and, unless
+ * NULL, the concurrency key @p key of limit 1. */
+static void submit(pl_engine *e, const char *id, int priority, const char *key)
+{
+    cJSON *p = t_json("{\"left\": 1}");
+    pl_action a = {PL_ACTION_VERSION, "looper", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    ro.priority = priority;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? 1 : 0;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
+/* pl__store_take() for worker "w": the run taken, or "" for none. */
+static const char *take(pl_engine *e, pl__lease *l)
+{
+    bool taken = false;
+    int st = pl__store_take(e->store, "w", 60000000, as_it_was, NULL, l,
+                            &taken);
+    cr_assert(st == PL_OK || (st == PL_ENOTFOUND && !taken), "%s", pl_errmsg());
+    return taken ? l->id : "";
+}
+
+/* The successor is queued at its predecessor's place, with its priority
+ * and its concurrency key: before a run of that priority queued after the
+ * predecessor and a run of a lower priority queued before it, and held
+ * back by its key as the predecessor would be. */
+Test(chain, the_successor_takes_its_predecessors_place_in_the_queue)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    submit(e, "low", 0, NULL);
+    submit(e, "hi", 5, NULL);
+    submit(e, "second", 5, NULL);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "hi", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    cr_assert_str_eq(o->successor, "hi~1");
+    pl_outcome_free(o);
+    static const char *const order[] = {"hi~1", "second", "low"};
+    pl__lease l;
+    for (size_t i = 0; i < 3; i++)
+        cr_expect_str_eq(take(e, &l), order[i], "take %zu", i);
+
+    /* the key: while the successor runs, a run of its key waits */
+    submit(e, "k", 0, "K");
+    cr_assert_eq(pl_run_continue(&o, e, "k", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    submit(e, "k-next", 0, "K");
+    cr_expect_str_eq(take(e, &l), "k~1");
+    cr_expect_str_eq(take(e, &l), "", "k-next waits for its key");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -789,3 +789,46 @@ Test(json, steps_add_resultf_needs_an_object)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* Pack twice, then unpack twice, from one va_list: each call reads its
+ * own copy, so the list is whole for the next. */
+static int pack_twice(cJSON **a, cJSON **b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = pl_json_vpack(a, fmt, ap);
+    if (!st)
+        st = pl_json_vpack(b, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static int unpack_twice(const cJSON *v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int st = pl_json_vunpack(v, fmt, ap);
+    if (!st)
+        st = pl_json_vunpack(v, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+Test(json, a_va_list_is_read_through_a_copy)
+{
+    cJSON *a = NULL, *b = NULL;
+    cr_assert_eq(pack_twice(&a, &b, "{s:i, s:s, s:f}", "n", 7, "s", "x", "f",
+                            2.5),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect(cJSON_Compare(a, b, true), "the second pack read the same");
+    int n = 0;
+    const char *s = NULL;
+    double f = 0;
+    cr_assert_eq(unpack_twice(a, "{s:i, s:s, s:f}", "n", &n, "s", &s, "f", &f),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(n, 7);
+    cr_expect_str_eq(s, "x");
+    cr_expect_eq(f, 2.5);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}

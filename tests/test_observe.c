@@ -7,9 +7,13 @@
  */
 #include "llm_support.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static pl_decorator g_decos[4];
 static size_t g_n_decos;
@@ -271,6 +275,145 @@ Test(observe, a_model_writes_the_summary_recorded_like_any_call,
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* A summariser that keeps what it was asked. */
+static char *g_asked;
+
+static int keeper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    free(g_asked);
+    g_asked = strdup(t_str(a->payload, "text"));
+    return pl_steps_add_resultf(out, "{s:s}", "text", "Many results.");
+}
+
+Test(observe, a_summariser_is_given_the_raw_json_cut_at_32_kib,
+     .fini = t_cleanup)
+{
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.summarizer = "keeper";
+    use(&oo);
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "keeper", keeper, NULL), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = run(e, "big", "search", "{\"q\": \"x\", \"n\": 4000}");
+    cr_expect_str_eq(t_str(member(pl_outcome_result(o), "observation"),
+                           "summary"),
+                     "Many results.");
+    /* the raw result, as the tool's ledger holds it */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "big", "0.0"), PL_OK, "%s", pl_errmsg());
+    char *raw = cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(l, 0)));
+    cr_assert_not_null(raw);
+    cr_assert_gt(strlen(raw), 32768, "a raw result past the cut");
+    cr_assert_not_null(g_asked);
+    size_t n = strlen(g_asked);
+    cr_assert_gt(n, 32768);
+    cr_expect_eq(memcmp(g_asked + n - 32768, raw, 32768), 0,
+                 "the prompt ends with the raw JSON's first 32 KiB");
+    cr_expect_not_null(strstr(g_asked, "(cut)"), "the prompt says it is cut");
+    free(raw);
+    free(g_asked);
+    g_asked = NULL;
+    pl_steps_free(l);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a crash in the summariser ------------------------------------------- */
+
+static bool g_kill_in_summary;
+static int g_summaries;
+
+static int dying_summary(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                         void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    if (g_kill_in_summary)
+        raise(SIGKILL);
+    g_summaries++;
+    return pl_steps_add_resultf(out, "{s:s}", "text", "Summed up.");
+}
+
+/* Run "caller" of search as run @p id in a child killed in the summariser;
+ * then, in this process, the tool's ledger holds @p durable steps, and the
+ * run continues to the summary, running search @p search_runs times. */
+static void crash_in_summary(const char *id, size_t durable, int search_runs)
+{
+    static pl_observe_options oo;
+    oo = (pl_observe_options)PL_OBSERVE_OPTIONS_INIT;
+    oo.summarizer = "summary";
+    oo.summarize_over = 100;
+    cr_assert_eq(pl_decorator_observe(&g_decos[0], &oo), PL_OK);
+    const char *path = t_store_path();
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        g_kill_in_summary = true;
+        pl_registry *reg = NULL;
+        pl_engine *e = NULL;
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.durability = PL_DURABILITY_PROCESS;
+        if (pl_registry_new(&reg) ||
+            pl_registry_add_fn(reg, "caller", caller, NULL) ||
+            pl_registry_add_fn(reg, "search", search, NULL) ||
+            pl_registry_add_fn(reg, "summary", dying_summary, NULL) ||
+            pl_engine_open(&e, path, reg, &eo))
+            _exit(11);
+        cJSON *p = cJSON_Parse("{\"tool\": \"search\", \"args\": "
+                               "{\"q\": \"lmdb\"}}");
+        pl_action a = {PL_ACTION_VERSION, "caller", p, NULL, 0, NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        pl_outcome *o = NULL;
+        int st = pl_run_start(&o, e, &a, &ro);
+        _exit(st ? 12 : 3); /* it should have died before this */
+    }
+    t_expect_killed(pid, "in the summariser");
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "summary", dying_summary, NULL),
+                 PL_OK);
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_PROCESS);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0.0"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_steps_count(l), durable, "%s: steps durable", id);
+    pl_steps_free(l);
+    g_search_runs = g_summaries = 0;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_str_eq(t_str(member(pl_outcome_result(o), "observation"),
+                           "summary"),
+                     "Summed up.");
+    cr_expect_eq(g_search_runs, search_runs, "%s: search ran", id);
+    cr_expect_eq(g_summaries, 1);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The raw result goes with the summariser's call, durable with its
+ * result: a crash in the summariser executes the whole call again.  With
+ * paginate inside observe the tool's result is a call of its own, durable
+ * when it returned, and the continued run serves it. */
+Test(observe, a_crash_in_the_summariser_runs_the_tool_again_but_paginates,
+     .fini = t_cleanup)
+{
+    g_n_decos = 1;
+    crash_in_summary("alone", 0, 1);
+
+    static pl_paginate_options po;
+    po = (pl_paginate_options)PL_PAGINATE_OPTIONS_INIT;
+    cr_assert_eq(pl_decorator_paginate(&g_decos[1], &po), PL_OK);
+    g_n_decos = 2;
+    crash_in_summary("paged", 2, 0);
 }
 
 /* ---- what an LLM policy sends ------------------------------------------- */

@@ -624,6 +624,7 @@ Test(otel, a_receiver_that_hangs)
     pl_otel *x = NULL;
     cr_assert_eq(pl_otel_open(&x, &oo), PL_OK);
     run_outer_with(x, "run-hang");
+    cr_expect_eq(pl_otel_flush(x, 50), PL_EBUSY, "still waiting at 50 ms");
     /* the request is in flight and hangs: close cuts it off */
     cr_expect_eq(pl_otel_close(x), PL_EIO);
     cr_expect(strstr(pl_errmsg(), "6 spans"), "%s", pl_errmsg());

@@ -16,7 +16,9 @@
  *   (e) tasks may queue tasks, and pl_pool_wait() waits for those; runs
  *       suspend and resume as tasks;
  *   (f) bad options and misuse get PL_EINVAL, never a hang; when no task
- *       stack can be mapped, tasks still run, on the thread's own stack.
+ *       stack can be mapped, tasks still run, on the thread's own stack;
+ *   (g) tasks start in the order queued; a task that overflows its stack
+ *       dies of SIGSEGV, as a thread would.
  *
  * Crashes of a pool (SIGKILL mid-commit, then recovery) are in test_crash.c.
  * Tasks run on the pool's threads, where Criterion's assertions cannot be
@@ -25,12 +27,15 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N_RUNS 40
 #define N_ADDS 12
@@ -705,4 +710,88 @@ Test(pool, bad_options_and_misuse_are_refused)
     pl_pool_free(p);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* ---- order and the stack's guard ------------------------------------------------- */
+
+static int g_started[24];
+static atomic_int g_n_started;
+
+static void note_start(pl_engine *e, void *user)
+{
+    (void)e;
+    int i = atomic_fetch_add(&g_n_started, 1);
+    if (i < 24)
+        g_started[i] = (int)(intptr_t)user;
+}
+
+Test(pool, tasks_start_in_the_order_queued)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_GROUP);
+    pl_pool *p = pool_of(e, 1, 4);
+    for (int i = 0; i < 24; i++)
+        cr_assert_eq(pl_pool_submit(p, note_start, (void *)(intptr_t)i), PL_OK);
+    cr_assert_eq(pl_pool_wait(p), PL_OK);
+    cr_assert_eq(atomic_load(&g_n_started), 24);
+    for (int i = 0; i < 24; i++)
+        cr_expect_eq(g_started[i], i, "start %d was task %d", i, g_started[i]);
+    pl_pool_free(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Frames of 4 KiB each, far more of them than a 64 KiB stack holds. */
+static int deep(int n)
+{
+    volatile char pad[4096];
+    pad[0] = (char)n;
+    pad[sizeof pad - 1] = pad[0];
+    return n > 0 ? deep(n - 1) + pad[sizeof pad - 1] : 0;
+}
+
+static atomic_int g_deep;
+
+static void overflow(pl_engine *e, void *user)
+{
+    (void)e;
+    (void)user;
+    atomic_store(&g_deep, deep(1 << 20));
+}
+
+Test(pool, a_task_that_overflows_its_stack_dies_of_sigsegv)
+{
+    const char *path = t_store_path();
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* a sanitizer reports the overflow, which is the test's to judge */
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 2) < 0)
+            _exit(10);
+        pl_registry *reg = NULL;
+        pl_engine *e = NULL;
+        if (pl_registry_new(&reg) || pl_engine_open(&e, path, reg, NULL))
+            _exit(11);
+        pl_pool_options po = PL_POOL_OPTIONS_INIT;
+        po.threads = 1;
+        po.stack_size = 64 << 10;
+        pl_pool *p = NULL;
+        if (pl_pool_new(&p, e, &po) || pl_pool_submit(p, overflow, NULL) ||
+            pl_pool_wait(p))
+            _exit(12);
+        _exit(3); /* it should have died before this */
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    if (T_SANITIZED) /* the sanitizer's handler ends it, reporting */
+        cr_expect(WIFSIGNALED(status) ||
+                      (WIFEXITED(status) && WEXITSTATUS(status) >= 1 &&
+                       WEXITSTATUS(status) != 3 && WEXITSTATUS(status) < 10),
+                  "status %#x", status);
+    else
+        cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+                  "status %#x", status);
 }

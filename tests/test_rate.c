@@ -195,6 +195,15 @@ Test(rate, a_window_admits_its_limit)
     cr_assert(ok);
     cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "other", 1, window), PL_OK);
     cr_assert(ok);
+    /* another window length starts afresh too (windows of 2^40 and 2^41
+     * ms, whose boundaries are decades away) */
+    for (int64_t len = (int64_t)1 << 40; len <= (int64_t)1 << 41; len *= 2)
+        for (int i = 0; i < 3; i++) {
+            cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "long", 2, len),
+                         PL_OK);
+            cr_assert_eq(ok, i < 2, "window of %lld ms, take %d",
+                         (long long)len, i);
+        }
     pl_engine_close(e);
 
     /* a read-only engine keeps no budget */
@@ -413,6 +422,129 @@ Test(rate, a_long_wait_parks_the_run)
     cr_assert_eq(pl_run_walk(e, id, r_count_waits, &waits), PL_OK);
     cr_assert_geq((size_t)waits, denied, "%d waits for %zu denials", waits,
                   denied);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a deadline, and a fan-out, which cannot park ---- */
+
+static pl_rate_limit_options r_far_opts, r_fan_opts;
+static int r_slept;
+
+static int r_count_sleep(int64_t ms, void *user)
+{
+    (void)ms;
+    (void)user;
+    r_slept++;
+    return PL_OK;
+}
+
+/* One call of "echo" through rate_limit(r_far_opts), with a deadline a
+ * minute away: {"code": the result's error code, or null}. */
+static int deadlined(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    int64_t now;
+    pl_decorator d;
+    int st = pl_ctx_now(&now, ctx);
+    if (!st)
+        st = pl_ctx_set_deadline(ctx, now + 60000);
+    if (!st)
+        st = pl_decorator_rate_limit(&d, &r_far_opts);
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "echo";
+    call.payload = pl_json_empty();
+    pl_step *res = NULL;
+    if (!st && (st = pl_ctx_call(&res, ctx, &call, &d, 1)) == PL_ERESULT)
+        st = PL_OK;
+    if (!st)
+        st = pl_steps_add_resultf(out, "{s:s?}", "code",
+                                  pl_step_error_code(res));
+    pl_step_free(res);
+    return st;
+}
+
+Test(rate, a_wait_past_the_deadline_is_a_recorded_timeout)
+{
+    r_far_opts = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
+    r_far_opts.resource = "far";
+    r_far_opts.limit = 1;
+    r_far_opts.window_ms = (int64_t)1 << 42; /* the next starts in 2109 */
+    r_far_opts.sleep = r_count_sleep;
+    pl_registry *reg = r_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "deadlined", deadlined, NULL), PL_OK);
+    pl_engine *e = rt_engine(t_store_path(), reg);
+    bool ok = false;
+    int64_t t, retry;
+    cr_assert_eq(pl_rate_take(&ok, &t, &retry, e, "far", 1, (int64_t)1 << 42),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert(ok, "the window's one call, taken");
+    pl_outcome *o = t_start(e, "deadlined", "{}", "late");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                         pl_outcome_result(o), "code")),
+                     PL_ERR_TIMEOUT);
+    cr_expect_eq(r_slept, 0, "nothing waited");
+    cr_expect_eq(t_calls.echo, 0, "the call was not made");
+    size_t admitted = 0, denied = 0;
+    r_takes(e, "late", NULL, 0, &admitted, &denied);
+    cr_expect_eq(admitted, 0);
+    cr_expect_eq(denied, 1, "the take is recorded");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* One call of "echo" through rate_limit(r_fan_opts), in a fan-out. */
+static int fanned(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    pl_decorator d;
+    int st = pl_decorator_rate_limit(&d, &r_fan_opts);
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "echo";
+    call.payload = pl_json_empty();
+    pl_call_spec spec = PL_CALL_SPEC_INIT;
+    spec.action = &call;
+    spec.decorators = &d;
+    spec.n_decorators = 1;
+    if (!st)
+        st = pl_ctx_call_all(NULL, ctx, &spec, 1);
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+Test(rate, a_call_of_a_fanout_waits_in_place)
+{
+    r_fan_opts = (pl_rate_limit_options)PL_RATE_LIMIT_OPTIONS_INIT;
+    r_fan_opts.resource = "fan";
+    r_fan_opts.limit = 1;
+    r_fan_opts.window_ms = 200;
+    pl_registry *reg = r_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "fanned", fanned, NULL), PL_OK);
+    pl_engine *e = rt_engine(t_store_path(), reg);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK); /* else parks */
+    size_t admitted = 0, denied = 0;
+    for (int i = 0; !denied; i++) {
+        cr_assert_lt(i, 50,
+                     "never denied: a busy host's every take fell "
+                     "in a window of its own");
+        bool ok = true;
+        int64_t t, retry;
+        while (ok) /* spend the window */
+            cr_assert_eq(pl_rate_take(&ok, &t, &retry, e, "fan", 1, 200), PL_OK,
+                         "%s", pl_errmsg());
+        char id[32];
+        snprintf(id, sizeof id, "fan-%d", i);
+        pl_outcome *o = t_start(e, "fanned", "{}", id);
+        cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s: %s", id,
+                     o->reason ? o->reason : pl_run_status_name(o->status));
+        pl_outcome_free(o);
+        admitted = denied = 0;
+        r_takes(e, id, NULL, 0, &admitted, &denied);
+        cr_assert_eq(admitted, 1);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -360,6 +360,22 @@ Test(rate_units, a_window_admits_its_budget_and_is_corrected)
                                       100, 0),
                  PL_OK);
     cr_assert_eq(g.used, 0);
+    /* the budget is the last one given, in the same window; another
+     * window length starts a new window */
+    cr_assert_eq(pl_rate_take_units(&g, e, "api", "tokens", 100, U_LONG, 90),
+                 PL_OK);
+    cr_assert(g.admitted);
+    cr_assert_eq(pl_rate_take_units(&g, e, "api", "tokens", 200, U_LONG, 50),
+                 PL_OK);
+    cr_assert(g.admitted, "140 of a budget of 200");
+    cr_assert_eq(g.used, 140);
+    cr_assert_eq(g.window_start_ms, w);
+    cr_assert_eq(pl_rate_take_units(&g, e, "api", "tokens", 200, 2 * U_LONG,
+                                    10),
+                 PL_OK);
+    cr_assert(g.admitted);
+    cr_assert_eq(g.used, 10);
+    cr_assert_eq(g.window_start_ms, g.at_ms - g.at_ms % (2 * U_LONG));
     pl_engine_close(e);
 
     /* a read-only engine keeps no budget */

@@ -320,8 +320,16 @@ Test(step_hash, links_each_step_to_the_next, .fini = t_cleanup)
     cr_assert_eq(pl_steps_new(&mine), PL_OK);
     cr_assert_eq(pl_steps_add_text(mine, "me", "hi"), PL_OK);
     cr_assert_eq(pl_step_hash(x, pl_steps_at(mine, 0)), PL_ENOTFOUND);
+    cr_assert_eq(pl_step_prev_hash(x, pl_steps_at(mine, 0)), PL_ENOTFOUND);
     cr_assert_eq(pl_step_hash(NULL, pl_steps_at(mine, 0)), PL_EINVAL);
     pl_steps_free(mine);
+
+    /* a one-step callee is folded into its caller's action_result: its
+     * step is not stored on its own, so it has no hash of its own */
+    cr_assert_eq(pl_run_ledger(&l, e, "r1", "0.0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_steps_count(l), 1, "a one-step callee");
+    cr_expect_eq(pl_step_hash(x, pl_steps_at(l, 0)), PL_ENOTFOUND);
+    pl_steps_free(l);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

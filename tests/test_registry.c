@@ -54,6 +54,14 @@ Test(registry, rejects_bad_registrations)
     cr_assert_eq(pl_registry_add(reg, &d), PL_EINVAL);
     d.name = "tab\there";
     cr_assert_eq(pl_registry_add(reg, &d), PL_EINVAL);
+    d.name = "del\x7f";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_EINVAL);
+    d.name = "not\xffutf8";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_EINVAL);
+    /* the controls refused are C0 and DEL: a C1 character (U+0085) is
+     * text, which the tools escape when they print it */
+    d.name = "c1\xc2\x85";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
     char longname[PL_MAX_NAME + 2];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
@@ -85,7 +93,7 @@ Test(registry, rejects_bad_registrations)
 
     cr_assert_eq(pl_registry_add(NULL, &d), PL_EINVAL);
     cr_assert_eq(pl_registry_add(reg, NULL), PL_EINVAL);
-    cr_assert_eq(pl_registry_count(reg), 1);
+    cr_assert_eq(pl_registry_count(reg), 2);
     pl_registry_free(reg);
     pl_registry_free(NULL);
 }

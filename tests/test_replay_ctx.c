@@ -249,6 +249,135 @@ Test(replay, idempotency_key_is_stable_across_replays)
     pl_registry_free(reg);
 }
 
+/* pl_ctx_replaying() at the start of each execution and after its one
+ * side effect (durable when it returns); the first execution fails after
+ * recording it. */
+static bool g_seen_replaying[3][2];
+static int g_replaying_runs;
+static bool g_replaying_fails;
+
+/* A side effect's value: the string "bad". */
+static int bad_value(cJSON **out, void *user)
+{
+    (void)user;
+    *out = cJSON_CreateString("bad");
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
+static int replaying_policy(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                            void *user)
+{
+    (void)action;
+    (void)user;
+    int i = g_replaying_runs++;
+    cr_assert_lt(i, 3);
+    g_seen_replaying[i][0] = pl_ctx_replaying(ctx);
+    cJSON *v = NULL;
+    int st = pl_ctx_side_effect(&v, ctx, "value", bad_value, NULL);
+    cJSON_Delete(v);
+    if (st)
+        return st;
+    g_seen_replaying[i][1] = pl_ctx_replaying(ctx);
+    if (g_replaying_fails)
+        return PL_EIO;
+    return pl_steps_add_text(out, NULL, "done");
+}
+
+Test(replay, replaying_is_a_recorded_step_at_the_cursor_or_a_check)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "replaying", replaying_policy, NULL),
+                 PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg);
+    g_replaying_fails = true;
+    pl_outcome *o1 = t_start(e, "replaying", NULL, "replaying-1");
+    cr_assert_eq(o1->status, PL_RUN_FAILED);
+    cr_expect(!g_seen_replaying[0][0], "a new ledger has nothing recorded");
+    cr_expect(!g_seen_replaying[0][1], "nor after its first append");
+    pl_steps *l = ledger(e, "replaying-1", "0");
+    cr_assert_eq(pl_steps_count(l), 1, "the side effect is recorded");
+    pl_steps_free(l);
+
+    /* a check replay: true past the record's end too, since it writes
+     * nothing */
+    pl_run_options check = PL_RUN_OPTIONS_INIT;
+    check.check = true;
+    pl_outcome *o2 = NULL;
+    pl_run_continue(&o2, e, "replaying-1", &check);
+    cr_assert_eq(g_replaying_runs, 2);
+    cr_expect(g_seen_replaying[1][0]);
+    cr_expect(g_seen_replaying[1][1], "past the record, in a check replay");
+
+    /* continued: the recorded value is at the cursor, then the record ends */
+    g_replaying_fails = false;
+    pl_outcome *o3 = cont(e, "replaying-1");
+    cr_assert_eq(o3->status, PL_RUN_COMPLETED, "%s", o3->reason);
+    cr_assert_eq(g_replaying_runs, 3);
+    cr_expect(g_seen_replaying[2][0], "the value is recorded at the cursor");
+    cr_expect(!g_seen_replaying[2][1], "past the record, appends are real");
+    pl_outcome_free(o1);
+    pl_outcome_free(o2);
+    pl_outcome_free(o3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* "shapes": the first execution records a user's side effect named "now",
+ * "random" or "uuid" (payload "name") whose value is the string "bad";
+ * every later one reads that name back with the recorded helper. */
+static int g_shape_runs, g_shape_st;
+
+static int shapes(pl_ctx *ctx, const pl_action *action, pl_steps *out,
+                  void *user)
+{
+    (void)user;
+    const char *name = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(action->payload, "name"));
+    if (!name)
+        return PL_EINVAL;
+    int st;
+    if (g_shape_runs++ == 0) {
+        cJSON *v = NULL;
+        st = pl_ctx_side_effect(&v, ctx, name, bad_value, NULL);
+        cJSON_Delete(v);
+        return st ? st : PL_EIO; /* fail: the next execution replays it */
+    }
+    int64_t now;
+    uint64_t rnd;
+    char uuid[PL_UUID_LEN + 1];
+    st = strcmp(name, "now") == 0      ? pl_ctx_now(&now, ctx)
+         : strcmp(name, "random") == 0 ? pl_ctx_random(&rnd, ctx)
+                                       : pl_ctx_uuid(uuid, ctx);
+    g_shape_st = st;
+    return st ? st : pl_steps_add_text(out, NULL, "done");
+}
+
+Test(replay, a_recorded_value_of_the_wrong_shape_is_ecorrupt)
+{
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "shapes", shapes, NULL), PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg);
+    static const char *const names[] = {"now", "random", "uuid"};
+    for (size_t i = 0; i < 3; i++) {
+        char payload[64], id[32];
+        snprintf(payload, sizeof payload, "{\"name\": \"%s\"}", names[i]);
+        snprintf(id, sizeof id, "shape-%s", names[i]);
+        g_shape_runs = 0;
+        g_shape_st = 0;
+        pl_outcome *o = t_start(e, "shapes", payload, id);
+        cr_assert_eq(o->status, PL_RUN_FAILED);
+        pl_outcome_free(o);
+        o = cont(e, id);
+        cr_expect_eq(g_shape_st, PL_ECORRUPT, "%s", names[i]);
+        cr_expect_eq(o->status, PL_RUN_FAILED);
+        cr_expect_eq(o->error, PL_ECORRUPT, "%s", names[i]);
+        expect_has(o->reason, "wrong shape");
+        pl_outcome_free(o);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */

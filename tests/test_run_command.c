@@ -488,7 +488,7 @@ Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
     char marker[8400], args[9000];
     snprintf(marker, sizeof marker, "%s/ran", F.dir);
     snprintf(args, sizeof args,
-             "{\"args\": {\"argv\": [\"sh\", \"-c\", \"echo x >> ran; exec "
+             "{\"args\": {\"argv\": [\"sh\", \"-c\", \"echo $$ >> ran; exec "
              "sleep 600\"]}}");
     pl_engine_close(F.engine);
     F.engine = NULL;
@@ -521,6 +521,13 @@ Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     cr_assert(WIFSIGNALED(status));
+    /* the command (sh, then the sleep it became) died with the engine */
+    FILE *pf = fopen(marker, "r");
+    cr_assert_not_null(pf);
+    long cmd = 0;
+    cr_assert_eq(fscanf(pf, "%ld", &cmd), 1);
+    fclose(pf);
+    cr_expect(t_proc_ends(cmd), "the command outlived the engine's process");
     F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
     pl_outcome *r = NULL;
     cr_assert_eq(pl_run_continue(&r, F.engine, "c", NULL), PL_OK, "%s",

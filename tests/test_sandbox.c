@@ -108,7 +108,8 @@ static void expect_resolve(const pl_sandbox *sb, const char *path, int want,
     free(out);
 }
 
-/* open @p path read-only: expect @p want and, on success, @p content. */
+/* open @p path read-only (without O_CLOEXEC, which the open adds): expect
+ * @p want and, on success, @p content. */
 static void expect_open(const pl_sandbox *sb, const char *path, int want,
                         const char *content_or_msg)
 {
@@ -117,6 +118,7 @@ static void expect_open(const pl_sandbox *sb, const char *path, int want,
     cr_expect_eq(st, want, "open '%s': %s, expected %s (%s)", path,
                  pl_status_name(st), pl_status_name(want), pl_errmsg());
     if (st == PL_OK) {
+        cr_expect(fcntl(fd, F_GETFD) & FD_CLOEXEC, "'%s': no O_CLOEXEC", path);
         char buf[256] = {0};
         ssize_t n = read(fd, buf, sizeof buf - 1);
         cr_expect(n >= 0);

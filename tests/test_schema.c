@@ -635,3 +635,25 @@ Test(schema, messages_cut_names_at_characters)
     }
     pl_schema_free(s);
 }
+
+/* A path longer than pl_schema_error.path holds is cut, a prefix of the
+ * pointer, NUL-terminated. */
+Test(schema, a_long_path_is_cut_short)
+{
+    char key[301], sch[400], inst[400], want[302];
+    memset(key, 'k', 300);
+    key[300] = '\0';
+    snprintf(sch, sizeof sch, "{\"properties\":{\"%s\":{\"type\":\"string\"}}}",
+             key);
+    snprintf(inst, sizeof inst, "{\"%s\":1}", key);
+    snprintf(want, sizeof want, "/%s", key);
+    pl_schema *s = compile(sch);
+    pl_schema_error e = PL_SCHEMA_ERROR_INIT;
+    cr_assert_eq(check(&e, s, inst), PL_EJSON);
+    size_t n = strlen(e.path);
+    cr_expect_lt(n, PL_SCHEMA_PATH_MAX);
+    cr_expect_gt(n, 200, "cut near the end, not emptied: %s", e.path);
+    cr_expect_eq(strncmp(e.path, want, n), 0, "a prefix: %s", e.path);
+    cr_expect_str_eq(e.keyword, "type");
+    pl_schema_free(s);
+}

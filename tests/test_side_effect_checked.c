@@ -134,6 +134,7 @@ static int g_commits, g_captured, g_effected;
 static int g_effect_commits, g_capture_commits, g_bad_capture; /* the last */
 static const char *g_by = "parent"; /* who produces the values */
 static bool g_die;                  /* the forked child: die after both */
+static bool g_fail;                 /* fail the run after both */
 
 static int capture_value(cJSON **out, void *user)
 {
@@ -172,6 +173,11 @@ static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     g_capture_commits = g_commits - before;
     if (g_die)
         raise(SIGKILL); /* both appended, the capture not yet durable */
+    if (g_fail) {
+        cJSON_Delete(eff);
+        cJSON_Delete(cap);
+        return PL_EIO; /* a failure records its reason, not the capture */
+    }
     g_bad_capture = (pl_ctx_capture(&bad, ctx, "x", NULL, NULL) == PL_EINVAL) +
                     (pl_ctx_capture(&bad, ctx, "", capture_value, NULL) ==
                      PL_EINVAL) +
@@ -248,6 +254,23 @@ Test(capture, rides_the_next_commit_and_is_served_on_replay)
     pl_registry_free(reg);
 }
 
+/* Continue run @p id of probe: its side effect (by @p effect_by) is
+ * served, its capture produced again (by "parent"). */
+static void continues_with_a_new_capture(pl_engine *e, const char *id,
+                                         const char *effect_by)
+{
+    g_by = "parent";
+    g_captured = g_effected = 0;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), effect_by);
+    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
+    cr_expect_eq(g_effected, 0, "the side effect is served");
+    cr_expect_eq(g_captured, 1, "the capture is produced again");
+    pl_outcome_free(o);
+}
+
 Test(capture, a_capture_lost_in_a_crash_is_produced_again)
 {
     const char *path = t_store_path();
@@ -276,15 +299,28 @@ Test(capture, a_capture_lost_in_a_crash_is_produced_again)
     pl_registry *reg;
     pl_engine *e = capture_engine(path, &reg);
     cr_assert_not_null(e, "%s", pl_errmsg());
+    continues_with_a_new_capture(e, "k", "child");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(capture, a_capture_before_the_run_fails_is_produced_again)
+{
+    const char *path = t_store_path();
+    pl_registry *reg;
+    pl_engine *e = capture_engine(path, &reg);
+    cr_assert_not_null(e, "%s", pl_errmsg());
     g_captured = g_effected = 0;
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_continue(&o, e, "k", NULL), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    cr_expect_str_eq(by(pl_outcome_result(o), "effect"), "child");
-    cr_expect_str_eq(by(pl_outcome_result(o), "capture"), "parent");
-    cr_expect_eq(g_effected, 0);
-    cr_expect_eq(g_captured, 1);
+    g_by = "failed";
+    g_fail = true;
+    pl_outcome *o = t_start(e, "probe", "{}", "f");
+    cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
+
+    /* the side effect was durable and is served; the capture went with
+     * the steps the failed execution dropped, and is produced again */
+    g_fail = false;
+    continues_with_a_new_capture(e, "f", "failed");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

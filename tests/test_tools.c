@@ -316,6 +316,15 @@ Test(tools, registered_with_descriptions_and_schemas)
     cr_expect_eq(pl_registry_count(F.reg), before);
     cr_expect_eq(pl_tools_register(NULL, F.tools), PL_EINVAL);
     cr_expect_eq(pl_tools_register(F.reg, NULL), PL_EINVAL);
+    /* A later name taken: the names are checked first, so none is added */
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "read_file", use_tool, NULL), PL_OK);
+    cr_expect_eq(pl_tools_register(reg, F.tools), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "read_file") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(pl_registry_count(reg), 1);
+    cr_expect_null(pl_registry_find(reg, "calculator"));
+    pl_registry_free(reg);
     close_all();
 }
 
@@ -628,6 +637,8 @@ Test(tools, http_get_status_codes_as_data)
     expect_error(get("/notfound"), PL_ERR_NOT_FOUND, "HTTP 404");
     expect_error(get("/auth"), PL_ERR_UNAUTHORIZED, "HTTP 401");
     expect_error(get("/forbidden"), PL_ERR_FORBIDDEN, "HTTP 403");
+    expect_error(get("/gone"), PL_ERR_NOT_FOUND, "HTTP 410");
+    expect_error(get("/teapot"), PL_ERR_INVALID_INPUT, "HTTP 418");
     expect_error(get("/limited"), PL_ERR_RATE_LIMITED, "Retry-After: 7");
     expect_error(get("/error"), PL_ERR_RETRYABLE_SERVER, "HTTP 500");
     expect_error(get("/unavailable"), PL_ERR_RETRYABLE_SERVER, "HTTP 503");
@@ -715,6 +726,8 @@ Test(tools, http_get_refuses_urls_outside_the_allowlist)
     http_done();
 }
 
+/* Also: a proxy the environment names is never used (a dead one here: a
+ * request through it would fail), and max_redirects 0 follows none. */
 Test(tools, http_get_with_an_allowlist_of_its_own)
 {
     const char *allow[] = {"http://localhost"};
@@ -722,9 +735,25 @@ Test(tools, http_get_with_an_allowlist_of_its_own)
     o.allow = allow;
     o.n_allow = 1;
     o.timeout_ms = 5000;
+    o.max_redirects = 0;
     open_with(&o);
     server_start();
+    const char *vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        cr_assert_eq(setenv(vars[i], "http://127.0.0.1:1", 1), 0);
+    cr_assert_eq(unsetenv("no_proxy"), 0);
+    cr_assert_eq(unsetenv("NO_PROXY"), 0);
     char url[128];
+    snprintf(url, sizeof url, "{\"url\":\"http://localhost:%d/ok\"}",
+             server_port);
+    cJSON *got = run_tool("http_get", url);
+    cr_expect_eq(num_of(got, "status"), 200);
+    cr_expect_str_eq(str_of(got, "body"), "hello");
+    cJSON_Delete(got);
+    snprintf(url, sizeof url, "{\"url\":\"http://localhost:%d/redirect-in\"}",
+             server_port);
+    expect_error(run_tool("http_get", url), PL_ERR_INVALID_INPUT,
+                 "more than 0 redirects");
     snprintf(url, sizeof url, "{\"url\":\"http://127.0.0.1:%d/ok\"}",
              server_port);
     expect_error(run_tool("http_get", url), PL_ERR_FORBIDDEN,

@@ -58,6 +58,17 @@ static int failing(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_error(out, PL_ERR_NOT_FOUND, "no such thing");
 }
 
+/* Returns no step: its result is {} */
+static int silent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)out;
+    (void)user;
+    atomic_fetch_add(&g_tool_runs, 1);
+    return PL_OK;
+}
+
 /* {"calls": [{"policy": p, "payload": {...}}, ...]}: call each through the
  * validate decorator; return {"results": [...]}. */
 static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -106,6 +117,7 @@ static pl_registry *registry(void)
         {"tool", tool, IN_SCHEMA, OUT_SCHEMA},
         {"liar", liar, IN_SCHEMA, OUT_SCHEMA},
         {"failing", failing, IN_SCHEMA, OUT_SCHEMA},
+        {"silent", silent, IN_SCHEMA, OUT_SCHEMA},
         {"plain", tool, NULL, NULL},
         {"agent", agent, NULL, NULL},
     };
@@ -210,13 +222,17 @@ Test(validate, result_that_breaks_the_output_schema_is_a_mismatch)
     pl_outcome *o = t_start(
         e, "agent",
         "{\"calls\":[{\"policy\":\"liar\",\"payload\":{\"a\":1,\"b\":2}},"
-        "{\"policy\":\"failing\",\"payload\":{\"a\":1,\"b\":2}}]}",
+        "{\"policy\":\"failing\",\"payload\":{\"a\":1,\"b\":2}},"
+        "{\"policy\":\"silent\",\"payload\":{\"a\":1,\"b\":2}}]}",
         "lie");
     expect_error(result_at(o, 0), PL_ERR_OUTPUT_SCHEMA_MISMATCH, "",
                  "required");
     /* an error result is passed on as the callee gave it */
     cr_expect_str_eq(str(result_at(o, 1), "code"), PL_ERR_NOT_FOUND);
-    cr_expect_eq(atomic_load(&g_tool_runs), 2);
+    /* no step is the result {}, checked as such */
+    expect_error(result_at(o, 2), PL_ERR_OUTPUT_SCHEMA_MISMATCH, "",
+                 "required");
+    cr_expect_eq(atomic_load(&g_tool_runs), 3);
 
     /* the callee's own result stays in its ledger, before the mismatch */
     pl_steps *l = NULL;
@@ -372,6 +388,32 @@ Test(validate, no_cache_is_refused)
     cr_expect(o->reason && strstr(o->reason, "PL_EINVAL") &&
                   strstr(o->reason, "no schema cache"),
               "%s", o->reason ? o->reason : "");
+    cr_expect_eq(atomic_load(&g_tool_runs), 0);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_schema_cache_free(g_cache);
+}
+
+/* An input too costly to check (a "$ref" cycle: the depth bound) fails
+ * the run with PL_ELIMIT and the validator's reason; the tool never runs. */
+Test(validate, a_value_too_costly_to_check_fails_the_run_with_elimit)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "cyclic";
+    d.fn = tool;
+    d.input_schema = "{\"$ref\": \"#\"}";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(
+        e, "agent",
+        "{\"calls\":[{\"policy\":\"cyclic\",\"payload\":{\"a\":1,\"b\":2}}]}",
+        "costly");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_ELIMIT);
+    cr_expect(o->reason && strstr(o->reason, "deeper"), "%s",
+              o->reason ? o->reason : "");
     cr_expect_eq(atomic_load(&g_tool_runs), 0);
     pl_outcome_free(o);
     pl_engine_close(e);

@@ -345,9 +345,10 @@ int pl_pool_new(pl_pool **out, pl_engine *engine, const pl_pool_options *opts)
     opts = &o;
     /* one per CPU, and at least two: one can run tasks while one commits */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned threads = opts->threads                    ? opts->threads
-                       : ncpu > 2 && ncpu < MAX_THREADS ? (unsigned)ncpu
-                                                        : 2;
+    unsigned threads = opts->threads        ? opts->threads
+                       : ncpu > MAX_THREADS ? MAX_THREADS
+                       : ncpu > 2           ? (unsigned)ncpu
+                                            : 2;
     unsigned per = opts->tasks_per_thread ? opts->tasks_per_thread
                                           : DEFAULT_PER_THREAD;
     size_t stack = opts->stack_size ? opts->stack_size : DEFAULT_STACK;

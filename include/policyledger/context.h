@@ -48,8 +48,8 @@ typedef void (*pl_pool_task_fn)(pl_engine *engine, void *user);
 /** Pool options.  Initialise with PL_POOL_OPTIONS_INIT. */
 typedef struct pl_pool_options {
     unsigned version;         /**< PL_POOL_OPTIONS_VERSION */
-    unsigned threads;         /**< worker threads; 0 = one per CPU, at
-                                   least 2 */
+    unsigned threads;         /**< worker threads, at most 1024; 0 = one
+                                   per CPU, from 2 to 1024 */
     unsigned tasks_per_thread; /**< tasks a thread carries at once, at most
                                     256; 0 = 64 */
     size_t stack_size;        /**< each task's stack; 0 = 1 MiB, at least
@@ -83,7 +83,8 @@ int pl_pool_submit(pl_pool *pool, pl_pool_task_fn fn, void *user);
 int pl_pool_wait(pl_pool *pool);
 
 /** Wait for every task, then stop the workers and free the pool.  Not from
- *  a task.  NULL does nothing. */
+ *  a task: there it does nothing (a task cannot stop its own thread).
+ *  NULL does nothing. */
 void pl_pool_free(pl_pool *pool);
 
 /* ------------------------------------------------------------------------ */
@@ -313,9 +314,9 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * @param[out] out_value caller owns; free with cJSON_Delete().  NULL on
  *             failure.
  * @return PL_OK; fn's status; PL_EINVAL (a NULL @p out_value or @p fn, a
- *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without control
- *         characters, a stale context: refused, the run goes on); the
- *         run-stopping statuses of pl_ctx_call().
+ *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without a C0
+ *         control character or DEL, a stale context: refused, the run
+ *         goes on); the run-stopping statuses of pl_ctx_call().
  */
 int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side_effect_fn fn,
                        void *user);
@@ -327,9 +328,11 @@ int pl_ctx_side_effect(cJSON **out_value, pl_ctx *ctx, const char *name, pl_side
  * replay the recorded value is returned and fn is not called; but the
  * value is not made durable before this returns: it goes with the
  * invocation's next commit, as pl_ctx_now()'s does.  A crash before that
- * commit loses it with the steps around it, and the execution that
- * follows calls fn again.  A call that records nothing else that needs a
- * commit of its own then costs one commit fewer.
+ * commit loses it with the steps around it, and so does the run's
+ * failure (a failed execution records its reason and drops the steps
+ * appended since its last commit): the execution that follows calls fn
+ * again.  A call that records nothing else that needs a commit of its own
+ * then costs one commit fewer.
  * @param[out] out_value the value fn produced, as recorded; caller owns;
  *             free with cJSON_Delete().
  * @return as pl_ctx_side_effect().
@@ -419,7 +422,8 @@ int pl_ctx_side_effect_checked(cJSON **out_value, pl_ctx *ctx, const char *name,
  *
  * @param[out] out_version the version to follow (PL_VERSION_DEFAULT on any
  *        failure).
- * @param change_id 1..PL_MAX_NAME bytes, no control characters.
+ * @param change_id 1..PL_MAX_NAME bytes of UTF-8, no C0 control character
+ *        or DEL.
  * @param min_supported PL_VERSION_DEFAULT (0) or more, at most
  *        @p max_supported.
  * @param max_supported the newest version, at least 1.

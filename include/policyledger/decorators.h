@@ -564,11 +564,15 @@ typedef struct pl_observe_options {
  *     {"summary": "one sentence", "key_facts": {"name": "value", ...},
  *      "affordances": ["next_page", ...]}
  *
- * A normaliser that calls policies makes the raw result durable before its
- * first call; a crash after it replays the inner chain.  So over a tool
- * whose result is not the same on every run (an HTTP page), put paginate
- * inside observe, [observe, paginate]: paginate makes the tool's result a
- * recorded call that the replay serves.
+ * The raw result is recorded in the call's invocation, and becomes durable
+ * with the next commit there: a normaliser that calls policies makes it
+ * durable with its first call's result.  A crash before then executes the
+ * whole call again, the tool included; one after it replays the inner
+ * chain, the tool's policy running again and its result compared with the
+ * recorded one.  So over a tool whose result is not the same on every run
+ * (an HTTP page), put paginate inside observe, [observe, paginate]:
+ * paginate makes the tool's result a call of its own, durable when it
+ * returns, which the replay serves.
  * @param opts NULL for defaults; borrowed.
  * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, n_tools without
  *         tools, a NULL or empty tool name, an empty summarizer name).

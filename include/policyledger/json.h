@@ -156,18 +156,25 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
 
 /*
  * A JSON Schema validator with draft 7 semantics, checked against the
- * official JSON-Schema-Test-Suite (README lists the keywords and the pass
- * count).  Keywords: type enum const multipleOf maximum exclusiveMaximum
+ * official JSON-Schema-Test-Suite (docs/guide.md gives the pass count and
+ * the files run).  Keywords: type enum const multipleOf maximum exclusiveMaximum
  * minimum exclusiveMinimum maxLength minLength (in code points) pattern
  * items additionalItems maxItems minItems uniqueItems contains
  * maxProperties minProperties required properties patternProperties
  * additionalProperties propertyNames dependencies allOf anyOf oneOf not
  * if/then/else, boolean schemas, "$ref" to "#" or "#/json/pointer" in the
- * same document (definitions, $defs, ...), and from draft 2020-12
- * prefixItems (when present, "items" applies past the prefix),
- * dependentRequired and dependentSchemas.  Unknown keywords are ignored;
- * "format" is not asserted; "$id", anchors and remote references are not
- * resolved (a "$ref" elsewhere is refused when compiling).
+ * same document (definitions, $defs, ...; as in draft 7 a "$ref" ignores
+ * its siblings, unless the root's "$schema" names draft 2019-09 or
+ * 2020-12, where they apply), and from draft 2020-12 prefixItems (when
+ * present, "items" applies past the prefix), dependentRequired,
+ * dependentSchemas, minContains and maxContains.  An unknown keyword is an
+ * annotation and ignored (title, default, x-...); "format" is not
+ * asserted.  Refused when compiling, rather than ignored, since ignoring
+ * them would let through what the schema refuses: unevaluatedProperties,
+ * unevaluatedItems, $dynamicRef, $dynamicAnchor, $recursiveRef,
+ * $recursiveAnchor, $anchor, "$id" anywhere but the root, a "$ref" that is
+ * not "#..." (remote references), and a known keyword whose value has the
+ * wrong type.
  *
  * "pattern" and "patternProperties" are ECMA-262 regular expressions,
  * unanchored, matched without backtracking (in time linear in the
@@ -215,8 +222,9 @@ typedef struct pl_schema_error {
 /**
  * Compile a schema.  @p schema is copied.
  * @param[out] out caller owns; free with pl_schema_free().  NULL on failure.
- * @return PL_OK; PL_EINVAL (NULL argument, a keyword with a bad value, an
- *         unsupported or unresolvable "$ref", a pattern refused (above):
+ * @return PL_OK; PL_EINVAL (NULL argument, a keyword with a bad value, a
+ *         keyword refused (above), an unsupported or unresolvable "$ref",
+ *         a pattern refused (above):
  *         the message names where, e.g. "JSON Schema at
  *         #/properties/a/minimum: expected a number"); PL_EJSON (@p schema
  *         is neither an object nor a boolean); PL_ELIMIT (nests deeper than

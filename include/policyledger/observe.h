@@ -23,7 +23,8 @@
  * happens.  Each line is an object with the fields that apply:
  *
  *   ts_us       when it was written, Unix microseconds (always)
- *   trace_id    the run id (always)
+ *   trace_id    the run id (always: "" for a worker's events of no run,
+ *               store_lost, store_back and schedule_failed)
  *   event       pl_event_kind_name(), e.g. "call_completed" (always)
  *   path        the invocation path ("0" is the root)
  *   seq         step events: the step; call events: the action_call's

@@ -270,7 +270,7 @@ typedef enum pl_in_doubt {
 typedef struct pl_policy_def {
     unsigned version;         /**< PL_POLICY_DEF_VERSION */
     const char *name;         /**< 1..PL_MAX_NAME bytes of UTF-8, no
-                                   control characters */
+                                   C0 control character or DEL */
     pl_policy_fn fn;          /**< the policy */
     void *user;               /**< passed to fn */
     const char *description;  /**< for tool catalogs; may be NULL */

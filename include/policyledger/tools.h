@@ -198,12 +198,12 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               http_proxy is ignored); it sends the call's idempotency key
  *               (pl_ctx_idempotency_key()) as Idempotency-Key.  A
  *               body past max_body_bytes is cut as read_file's is.  404
- *               NotFound, 401 Unauthorized, 403 Forbidden, 429 RateLimited
- *               (the message carries Retry-After), 5xx RetryableServer,
- *               other 4xx InvalidInput; a timeout Timeout; a refused
- *               connection RetryableServer; a URL or redirect outside the
- *               allowlist Forbidden.  file:// URLs read through the
- *               sandbox, as read_file does.
+ *               and 410 NotFound, 401 Unauthorized, 403 Forbidden, 429
+ *               RateLimited (the message carries Retry-After), 5xx
+ *               RetryableServer, other 4xx InvalidInput; a timeout
+ *               Timeout; a refused connection RetryableServer; a URL or
+ *               redirect outside the allowlist Forbidden.  file:// URLs
+ *               read through the sandbox, as read_file does.
  *
  *   run_command {"argv": ["ls", "-l", "notes"], "cwd": "sub",
  *               "stdin": "text", "timeout_ms": 5000}
