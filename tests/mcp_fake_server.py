@@ -11,7 +11,8 @@ a test tells two servers of one DIR apart).  MODE:
     ok          initialize; tools/list in two pages; tools "echo" (returns
                 its arguments and the call's _meta as structuredContent),
                 "fail" (isError with the text of arguments.text;
-                with arguments.rpc, a JSON-RPC error of that code), "slow"
+                with arguments.rpc, a JSON-RPC error of that code; with
+                arguments.result, that object as its result), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
                 client a ping and a made-up request before answering)
     garbage     answers initialize and tools/list, then prints six lines
@@ -124,6 +125,8 @@ for line in sys.stdin:
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})
+        elif name == "fail" and "result" in args:
+            result(i, args["result"])
         elif name == "fail" and "rpc" in args:
             send({"jsonrpc": "2.0", "id": i,
                   "error": {"code": args["rpc"], "message": args.get("text")}})

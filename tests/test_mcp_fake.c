@@ -439,6 +439,100 @@ Test(mcp, a_name_taken_registers_none)
     cr_expect_eq(pl_registry_count(F.reg), 1);
 }
 
+/* A result's items as the header keeps them, with max_inline_bytes 8:
+ * audio, image and a blob as their size and, within the cap, their data;
+ * a resource's text cut at a character within it; a resource_link as
+ * sent.  An isError result's code read from its text, each rule once; a
+ * JSON-RPC error -32002 or -32601 NotFound.  ('' is ", for legibility.) */
+static const char *const g_kinds =
+    "[{'tool': 'fake.fail', 'args': {'text': '', 'result': {'content': ["
+    "{'type': 'audio', 'mimeType': 'audio/wav', 'data': 'UklGRiQAAABXQVZF'},"
+    "{'type': 'image', 'mimeType': 'image/png', 'data': 'iVBO'},"
+    "{'type': 'resource', 'resource': {'uri': 'file:///a', 'mimeType': "
+    "'text/plain', 'text': 'abcdefg\u00e9 tail'}},"
+    "{'type': 'resource', 'resource': {'uri': 'file:///b', 'mimeType': "
+    "'application/octet-stream', 'blob': 'AAECAwQFBgc='}},"
+    "{'type': 'resource_link', 'uri': 'file:///c', 'name': 'c', 'x': 1}]}}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Access denied: /etc'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'path outside the roots'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'no PERMISSION here'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'writes not allowed'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Unauthorized caller'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'the query timed out'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Timeout reached'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Invalid date'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'schema validation: bad'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'x is required'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'ENOENT: /x'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'No such table'}},"
+    "{'tool': 'fake.fail', 'args': {'text': '', 'result': {'isError': true, "
+    "'content': [{'type': 'text', 'text': 'first'}, {'type': 'image', "
+    "'data': 'iVBO'}, {'type': 'text', 'text': 'second'}]}}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'gone', 'rpc': -32002}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'no method', 'rpc': -32601}}]";
+
+static const cJSON *item_of(const cJSON *r, int i)
+{
+    const cJSON *c = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(r, "content"), i);
+    cr_assert_not_null(c, "no item %d in %s", i, t_text(r));
+    return c;
+}
+
+static double num_of(const cJSON *v, const char *key)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, key);
+    cr_assert(cJSON_IsNumber(n), "no number \"%s\" in %s", key, t_text(v));
+    return n->valuedouble;
+}
+
+Test(mcp, each_kind_of_content_and_error_text_reads_as_documented)
+{
+    pl_mcp_options o = quiet();
+    o.max_inline_bytes = 8;
+    open_fake("ok", &o);
+    char calls[4096];
+    snprintf(calls, sizeof calls, "%s", g_kinds);
+    for (char *p = calls; *p; p++)
+        *p = *p == '\'' ? '"' : *p;
+    cJSON *got = run("r1", calls, 16);
+    const cJSON *r = at(got, 0), *it = item_of(r, 0);
+    cr_expect_str_eq(s_of(it, "type"), "audio");
+    cr_expect_str_eq(s_of(it, "mimeType"), "audio/wav");
+    cr_expect_eq(num_of(it, "bytes"), 12);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "omitted")));
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(it, "data"));
+    it = item_of(r, 1);
+    cr_expect_str_eq(s_of(it, "data"), "iVBO");
+    cr_expect_eq(num_of(it, "bytes"), 3);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(item_of(r, 2),
+                                                        "resource");
+    cr_expect_str_eq(s_of(res, "uri"), "file:///a");
+    cr_expect_str_eq(s_of(res, "mimeType"), "text/plain");
+    cr_expect_str_eq(s_of(res, "text"), "abcdefg", "cut before the \u00e9");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "truncated")));
+    res = cJSON_GetObjectItemCaseSensitive(item_of(r, 3), "resource");
+    cr_expect_str_eq(s_of(res, "uri"), "file:///b");
+    cr_expect_eq(num_of(res, "bytes"), 8);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "omitted")));
+    cJSON *link = t_json("{\"type\": \"resource_link\", \"uri\": "
+                         "\"file:///c\", \"name\": \"c\", \"x\": 1}");
+    cr_expect(cJSON_Compare(item_of(r, 4), link, 1), "%s", t_text(r));
+    cJSON_Delete(link);
+    const char *codes[] = {
+        PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,
+        PL_ERR_FORBIDDEN,     PL_ERR_UNAUTHORIZED,  PL_ERR_TIMEOUT,
+        PL_ERR_TIMEOUT,       PL_ERR_INVALID_INPUT, PL_ERR_INVALID_INPUT,
+        PL_ERR_INVALID_INPUT, PL_ERR_NOT_FOUND,     PL_ERR_NOT_FOUND};
+    for (int i = 0; i < 12; i++)
+        expect_error(at(got, 1 + i), codes[i], NULL);
+    expect_error(at(got, 13), PL_ERR_TOOL_BUG, "first\nsecond");
+    expect_error(at(got, 14), PL_ERR_NOT_FOUND, "error -32002: gone");
+    expect_error(at(got, 15), PL_ERR_NOT_FOUND, "error -32601: no method");
+    cJSON_Delete(got);
+    close_all();
+}
+
 /* A tool list that names a tool twice is refused before any of its tools
  * is registered (found by fuzz/fuzz_mcp.c: the first was registered, the
  * second refused as taken, and the registry kept a policy of the closed
