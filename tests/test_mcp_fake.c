@@ -442,7 +442,7 @@ Test(mcp, a_name_taken_registers_none)
 /* A result's items as the header keeps them, with max_inline_bytes 8:
  * audio, image and a blob as their size and, within the cap, their data;
  * a resource's text cut at a character within it; a resource_link as
- * sent.  An isError result's code read from its text, each rule once; a
+ * sent; data "==" no bytes (it was 2^64 - 2).  An isError result's code read from its text, each rule once; a
  * JSON-RPC error -32002 or -32601 NotFound.  ('' is ", for legibility.) */
 static const char *const g_kinds =
     "[{'tool': 'fake.fail', 'args': {'text': '', 'result': {'content': ["
@@ -452,7 +452,8 @@ static const char *const g_kinds =
     "'text/plain', 'text': 'abcdefg\u00e9 tail'}},"
     "{'type': 'resource', 'resource': {'uri': 'file:///b', 'mimeType': "
     "'application/octet-stream', 'blob': 'AAECAwQFBgc='}},"
-    "{'type': 'resource_link', 'uri': 'file:///c', 'name': 'c', 'x': 1}]}}},"
+    "{'type': 'resource_link', 'uri': 'file:///c', 'name': 'c', 'x': 1},"
+    "{'type': 'image', 'mimeType': 'image/png', 'data': '=='}]}}},"
     "{'tool': 'fake.fail', 'args': {'text': 'Access denied: /etc'}},"
     "{'tool': 'fake.fail', 'args': {'text': 'path outside the roots'}},"
     "{'tool': 'fake.fail', 'args': {'text': 'no PERMISSION here'}},"
@@ -519,6 +520,7 @@ Test(mcp, each_kind_of_content_and_error_text_reads_as_documented)
                          "\"file:///c\", \"name\": \"c\", \"x\": 1}");
     cr_expect(cJSON_Compare(item_of(r, 4), link, 1), "%s", t_text(r));
     cJSON_Delete(link);
+    cr_expect_eq(num_of(item_of(r, 5), "bytes"), 0, "'==' is no data");
     const char *codes[] = {
         PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,
         PL_ERR_FORBIDDEN,     PL_ERR_UNAUTHORIZED,  PL_ERR_TIMEOUT,
