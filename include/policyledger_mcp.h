@@ -208,13 +208,13 @@ typedef struct pl_mcp_options {
  *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
  *             endpoint (in a build with libcurl; else PL_EINVAL).
  * @param opts NULL for defaults.
- * @return PL_OK; PL_EINVAL (a bad name, spec or option; a server that
- *         answers `initialize` with a protocol version this library does
- *         not speak, "2024-11-05", "2025-03-26" or "2025-06-18"; a tool
- *         name that makes a bad policy name); PL_EIO (the server cannot be
- *         started, exits, answers with an error or garbage, lists a
- *         tool twice, or does not answer within start_timeout_ms: none is
- *         registered); PL_EEXIST (a policy of that
+ * @return PL_OK; PL_EINVAL (a bad name, spec or option; a tool name
+ *         that makes a bad policy name); PL_EIO (the server cannot be
+ *         started, exits, answers with an error or garbage, answers
+ *         `initialize` with a protocol version this library does not
+ *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists
+ *         a tool twice, or does not answer within start_timeout_ms: none
+ *         is registered); PL_EEXIST (a policy of that
  *         name exists: none is registered); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);
