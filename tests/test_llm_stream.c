@@ -414,12 +414,154 @@ static void refused(const char *protocol, const char *model_fmt,
     cr_expect(t_str(r, "message") && strstr(t_str(r, "message"), want),
               "message %s, wanted %s", t_str(r, "message"), want);
     cr_expect_eq(t_server_requests(&srv), 1, "not retried");
+    /* what it delivered is void: the restart ends it, no end */
+    for (size_t i = 0; i < g_n; i++)
+        cr_expect_neq(g_recs[i].kind, PL_LLM_DELTA_END);
+    if (g_n)
+        cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_RESTARTED);
     cJSON *x = exchanges(e, "bad");
     cr_expect_null(at(cJSON_GetArrayItem(x, 0), "answer"));
     cJSON_Delete(x);
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A server that answers a stream request with a whole JSON body: read as
+ * one, its answer one delta a part, then the end; recorded as streamed. */
+Test(llm_stream, a_whole_body_for_a_stream_is_one_delta_a_part)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"responses\": [{\"whole\": true, \"answer\": "
+                         "{\"text\": \"Noting it, whole.\", \"tool_calls\": "
+                         "[{\"id\": \"c1\", \"name\": \"effect\", "
+                         "\"arguments\": {\"note\": \"n\"}}]}, "
+                         "\"usage\": [9, 4]}, {\"whole\": true, \"answer\": "
+                         "{\"text\": \"Done.\"}, \"usage\": [12, 2]}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note", "[\"effect\"]", "wh");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Done.");
+    size_t n = 0;
+    char *t1 = joined(1, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t1, "Noting it, whole.");
+    cr_expect_eq(n, 1);
+    char *a1 = joined(1, PL_LLM_DELTA_TOOL_ARGS, &n);
+    cJSON *args = cJSON_Parse(a1), *want = t_json("{\"note\": \"n\"}");
+    cr_expect(cJSON_Compare(args, want, 1), "%s", a1);
+    cr_expect_eq(n, 1);
+    cr_assert_eq(g_n, 5, "text, arguments, end; text, end");
+    cr_expect_eq(g_recs[2].kind, PL_LLM_DELTA_END);
+    cr_expect_str_eq(g_recs[1].tool, "effect");
+    cr_expect_eq(g_recs[4].kind, PL_LLM_DELTA_END);
+    for (size_t i = 0; i < g_n; i++)
+        cr_expect_eq(g_recs[i].replayed, 0);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "wh"), PL_OK);
+    cr_expect_eq(tok.input, 21);
+    cr_expect_eq(tok.output, 6);
+    cJSON_Delete(args);
+    cJSON_Delete(want);
+    free(t1);
+    free(a1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A stream cut on every attempt: each cut is followed by its restart, and
+ * the call, failed for good, ends with the restart, never an end. */
+Test(llm_stream, a_call_cut_for_good_ends_with_its_restart)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"rest\": {\"answer\": {\"text\": \"Never "
+                         "whole, alas.\"}, \"chunk\": 2, \"cut_after\": 3}, "
+                         "\"responses\": []}");
+    pl_llm_options o = quick(srv.base, true);
+    o.max_attempts = 2;
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "cut2");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect(cJSON_IsTrue(at(r, "error")), "%s", t_text(r));
+    cr_expect_str_eq(t_str(r, "code"), PL_ERR_RETRYABLE_SERVER, "%s",
+                     t_text(r));
+    cr_expect_eq(t_server_requests(&srv), 2);
+    size_t restarts = 0;
+    for (size_t i = 0; i < g_n; i++) {
+        cr_expect_neq(g_recs[i].kind, PL_LLM_DELTA_END, "delta %zu", i);
+        restarts += g_recs[i].kind == PL_LLM_DELTA_RESTARTED;
+    }
+    cr_expect_eq(restarts, 2);
+    cr_assert_gt(g_n, 2);
+    cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_RESTARTED);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A run recorded without streaming continues with it: the recorded turn
+ * is served whole, the next streamed, the model asked once each. */
+Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(
+        &srv, "{\"responses\": [{\"answer\": {\"text\": \"Trying.\", "
+              "\"tool_calls\": [{\"id\": \"c1\", \"name\": \"flaky\", "
+              "\"arguments\": {}}]}, \"usage\": [10, 5]},"
+              "{\"answer\": {\"text\": \"It worked then.\"}, "
+              "\"usage\": [20, 5]}]}");
+    pl_llm_options plain = quick(srv.base, false), o = quick(srv.base, true);
+    pl_registry *regs[2] = {t_llm_registry("openai://m", &plain),
+                            t_llm_registry("openai://m", &o)};
+    pl_engine *e[2];
+    const char *store = t_store_path();
+    for (int k = 0; k < 2; k++) {
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = "flaky";
+        d.fn = flaky;
+        cr_assert_eq(pl_registry_add(regs[k], &d), PL_OK);
+    }
+    g_flaky_calls = 0;
+    e[0] = t_engine(store, regs[0], PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e[0], "try", "[\"flaky\"]", "mix");
+    cr_assert_eq(out->status, PL_RUN_FAILED);
+    pl_outcome_free(out);
+    pl_engine_close(e[0]);
+    cr_expect_eq(g_n, 0, "nothing streamed");
+    e[1] = t_engine(store, regs[1], PL_DURABILITY_PROCESS);
+    cr_assert_eq(pl_run_continue(&out, e[1], "mix", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_eq(t_server_requests(&srv), 2);
+    size_t n = 0;
+    char *t1 = joined(1, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t1, "Trying.");
+    cr_expect(g_recs[0].replayed);
+    char *t2 = joined(2, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t2, "It worked then.");
+    cr_expect_gt(n, 1, "turn 2 streamed");
+    free(t1);
+    free(t2);
+    pl_outcome_free(out);
+    pl_engine_close(e[1]);
+    for (int k = 0; k < 2; k++)
+        pl_registry_free(regs[k]);
     t_server_stop(&srv);
     recs_clear();
 }
