@@ -454,6 +454,48 @@ Test(llm_scripted, malformed_answers_of_every_shape_are_named)
     }
 }
 
+/* reprompt_limit counts re-prompts in a row: one allowed, two malformed
+ * answers apart both re-prompted.  Without loop() the call ends with the
+ * re-prompt's step, {"text", "reprompt": true, "again": true}. */
+Test(llm_scripted, reprompts_are_counted_in_a_row)
+{
+    g_script = t_write_file(
+        "script.json",
+        "{\"responses\": [{\"tool_calls\": [{\"name\": \"nope\", "
+        "\"arguments\": {}}]}, {\"tool_calls\": [{\"name\": \"add\", "
+        "\"arguments\": {\"a\": 1, \"b\": 2}}]}, {\"tool_calls\": "
+        "[{\"name\": \"nope\", \"arguments\": {}}]}, {\"text\": "
+        "\"3\"}, {\"tool_calls\": [{\"name\": \"nope\", \"arguments\": "
+        "{}}]}]}");
+    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    o.reprompt_limit = 1;
+    pl_registry *reg = t_llm_registry(g_url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "1+2?", "[\"add\"]", "row");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "3", "%s",
+                     t_text(pl_outcome_result(out)));
+    cr_expect_eq(served(), 4);
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(out);
+    /* a new run plays the script from its first answer: to the LLM
+     * policy called alone */
+    out = t_start(e, "llm", "{\"text\": \"hi\"}", "alone");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "reprompt")),
+              "%s", t_text(r));
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "again")));
+    cr_expect(t_str(r, "text") && strstr(t_str(r, "text"), "'nope'"), "%s",
+              t_text(r));
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
                            uint64_t want_served)
 {
