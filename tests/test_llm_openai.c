@@ -472,6 +472,24 @@ Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
     cr_assert_eq(pl_run_start(&out, e, &a, NULL), PL_OK);
     cr_expect_eq(out->status, PL_RUN_FAILED);
     expect_has(out->reason, "OPENAI_API_KEY");
+    /* nothing was recorded: with the key set (and here a server of our
+     * own to ask) the run continues */
+    char run[128];
+    snprintf(run, sizeof run, "%s", out->run_id);
+    pl_outcome_free(out);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_expect_eq(pl_llm_run_tokens(&tok, e, run), PL_OK);
+    cr_expect_eq(tok.exchanges, 0);
+    serve(script(1, answer("keyed", NULL, NULL, NULL)));
+    setenv("OPENAI_BASE_URL", g_srv.base, 1);
+    setenv("OPENAI_API_KEY", "sk-now-set", 1);
+    cr_assert_eq(pl_run_continue(&out, e, run, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    unsetenv("OPENAI_BASE_URL");
+    unsetenv("OPENAI_API_KEY");
+    cr_expect_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(pl_outcome_result(out), "text"), "keyed");
     pl_outcome_free(out);
     cJSON_Delete(p);
     pl_engine_close(e);
