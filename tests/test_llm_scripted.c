@@ -113,6 +113,11 @@ Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_agent(e, "hi", "[]", "u1");
     cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_UNAUTHORIZED);
+    /* the error result ends the turn: it carries the turn's tokens */
+    cr_expect(cJSON_IsNumber(
+                  cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                   "tokens_in")),
+              "%s", t_text(pl_outcome_result(o)));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -491,6 +496,16 @@ Test(llm_scripted, reprompts_are_counted_in_a_row)
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "again")));
     cr_expect(t_str(r, "text") && strstr(t_str(r, "text"), "'nope'"), "%s",
               t_text(r));
+    /* the turn's last step, it carries the turn's tokens */
+    const cJSON *tk[3] = {cJSON_GetObjectItemCaseSensitive(r, "tokens"),
+                          cJSON_GetObjectItemCaseSensitive(r, "tokens_in"),
+                          cJSON_GetObjectItemCaseSensitive(r, "tokens_out")};
+    cr_assert(cJSON_IsNumber(tk[0]) && cJSON_IsNumber(tk[1]) &&
+                  cJSON_IsNumber(tk[2]),
+              "%s", t_text(r));
+    cr_expect(tk[0]->valuedouble > 0 &&
+                  tk[0]->valuedouble == tk[1]->valuedouble + tk[2]->valuedouble,
+              "%s", t_text(r));
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
