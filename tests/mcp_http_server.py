@@ -10,13 +10,13 @@ Every POST is logged before it is answered, one JSON line:
     {"n": index, "method": M, "id": ID, "session": the Mcp-Session-Id sent
      or null, "auth": whether an Authorization header came,
      "auth_ok": whether it is "Bearer $PL_TEST_MCP_TOKEN",
-     "accept_encoding": the header or null}
+     "accept_encoding": the header or null,
+     "protocol_version": the MCP-Protocol-Version header or null}
 (the token itself is never logged).  As the spec has it: initialize is
 answered with a new session id "s-N"; a request whose session id is not
 one given (or was expired) is answered 404; notifications 202; tools/list
 lists the tool "echo"; tools/call of echo returns its arguments as text;
-DELETE ends the session (logged as the method "DELETE", with
-"protocol_version": its MCP-Protocol-Version header or null).
+DELETE ends the session (logged as the method "DELETE").
 
 The script is {"init": [R...], "list": [R...], "call": [R...],
 "notify": [R...], "delete": [R...]}: the n-th initialize, tools/list,
@@ -187,7 +187,8 @@ def handle(conn, script, log_path, token):
             "n": n, "method": method, "id": i, "session": sid,
             "auth": auth is not None,
             "auth_ok": auth == "Bearer %s" % token if token else False,
-            "accept_encoding": h.get("accept-encoding")}) + "\n")
+            "accept_encoding": h.get("accept-encoding"),
+            "protocol_version": h.get("mcp-protocol-version")}) + "\n")
     if sid is not None and not known and method != "initialize":
         err = {"jsonrpc": "2.0", "id": None,
                "error": {"code": -32001, "message": "Session not found"}}

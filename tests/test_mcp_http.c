@@ -273,6 +273,55 @@ Test(mcp_http, the_session_id_is_initializes_whatever_comes_after,
     cr_expect_eq(requests(&g_servers[0], "initialize"), 1);
 }
 
+/* Every request after initialize carries its session id and the version
+ * it negotiated; the bearer token is read at each request (a variable
+ * unset sends none) and is not in the store. */
+Test(mcp_http, each_request_carries_its_session_version_and_token_as_now,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{}", &o);
+    cJSON *got = echo_calls("r1", 1);
+    cJSON_Delete(got);
+    unsetenv("PL_TEST_MCP_TOKEN");
+    got = echo_calls("r2", 1);
+    setenv("PL_TEST_MCP_TOKEN", TOKEN, 1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    const cJSON *e;
+    int calls = 0;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = s_of(e, "method");
+        bool init = strcmp(m, "initialize") == 0;
+        const char *sid = cJSON_GetStringValue(
+                       cJSON_GetObjectItemCaseSensitive(e, "session")),
+                   *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                       e, "protocol_version"));
+        cr_expect(init ? !sid : sid && strcmp(sid, "s-1") == 0, "%s",
+                  t_text(e));
+        cr_expect(init || (v && strcmp(v, "2025-06-18") == 0), "%s",
+                  t_text(e));
+        bool second = strcmp(m, "tools/call") == 0 && calls++ == 1;
+        cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "auth")),
+                     !second, "%s", t_text(e));
+    }
+    cr_expect_eq(calls, 2);
+    cJSON_Delete(l);
+    pl_engine_close(F.engine);
+    F.engine = NULL;
+    FILE *f = t_on_pg() ? NULL : fopen(F.store, "rb");
+    static char bytes[1 << 20];
+    size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    cr_expect(!f || n > 0);
+    for (size_t i = 0; i + strlen(TOKEN) <= n; i++)
+        cr_expect(memcmp(bytes + i, TOKEN, strlen(TOKEN)) != 0,
+                  "the token is in the store at %zu", i);
+    if (f)
+        fclose(f);
+}
+
 /* A 404 of the session: a new session is started (initialize again, as
  * the spec says) and the call sent once more in it; a server that ends
  * the new one at once too is a RetryableServer error, no loop. */
