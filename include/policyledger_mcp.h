@@ -126,7 +126,8 @@
  * notifications/tools/list_changed (over stdio, read while waiting for an
  * answer and before each call; over HTTP, on the event streams of the
  * answers), and a server started again after it died, make the next call
- * list the tools again: later calls record the new list.  The policies
+ * list the tools again (the call that starts it again is sent on the list
+ * as it was): later calls record the new list.  The policies
  * stay those registered: a tool the server adds is registered by the next
  * pl_mcp_register(); one it removes answers NotFound.
  */
