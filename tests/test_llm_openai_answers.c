@@ -193,6 +193,17 @@ Test(llm_openai, structured_answer_is_parsed_when_it_fits)
     const cJSON *json = at(pl_outcome_result(out), "json");
     expect_str(t_str(json, "city"), "Oslo");
     cr_expect_eq(at(json, "temp")->valuedouble, 4);
+    expect_str(t_str(pl_outcome_result(out), "text"),
+               "{\"city\": \"Oslo\", \"temp\": 4}");
+    /* a schema that does not compile, or is no object: at registration */
+    const char *bad[] = {"[]", "{\"$ref\": \"#/definitions/none\"}",
+                         "{\"unevaluatedProperties\": false}", "{"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.output_schema = bad[i];
+        cr_expect_eq(pl_llm_register(reg, "llm2", "openai://m", NULL, &o),
+                     PL_EINVAL, "%s", bad[i]);
+        cr_expect_null(pl_registry_find(reg, "llm2"));
+    }
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -211,6 +222,11 @@ Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
     cr_expect_eq(at(at(pl_outcome_result(out), "json"), "total")->valuedouble,
                  21);
+    /* the final step's "text" is the JSON text of its "json" */
+    cJSON *text = cJSON_Parse(t_str(pl_outcome_result(out), "text"));
+    cr_expect(cJSON_Compare(text, at(pl_outcome_result(out), "json"), 1),
+              "%s", t_text(pl_outcome_result(out)));
+    cJSON_Delete(text);
     cr_expect_eq(t_calls.add, 1);
     cJSON *log = t_server_log(&g_srv);
     const cJSON *tools = at(req(log, 0), "tools");
