@@ -191,6 +191,35 @@ Test(llm_openai, base_url_from_the_environment_and_key_header)
     pl_registry_free(reg);
 }
 
+/* An OpenAI-compatible server at its own URL: the key is sent only when
+ * its variable is set, read at each request. */
+Test(llm_openai, a_compatible_server_gets_a_key_only_when_it_is_set)
+{
+    setenv("PL_TEST_EXPECT_KEY", "sk-compat-99", 1);
+    serve(script(2, answer("one", NULL, NULL, NULL),
+                 answer("two", NULL, NULL, NULL)));
+    unsetenv("OPENAI_API_KEY");
+    char url[128];
+    snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#m", g_srv.port);
+    pl_registry *reg = t_llm_registry(url, NULL);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "k1");
+    expect_str(t_str(pl_outcome_result(out), "text"), "one");
+    pl_outcome_free(out);
+    setenv("OPENAI_API_KEY", "sk-compat-99", 1);
+    out = t_agent(e, "hi", "[]", "k2");
+    unsetenv("OPENAI_API_KEY");
+    expect_str(t_str(pl_outcome_result(out), "text"), "two");
+    pl_outcome_free(out);
+    cJSON *log = t_server_log(&g_srv);
+    expect_str(t_str(cJSON_GetArrayItem(log, 0), "auth"), "none");
+    expect_str(t_str(cJSON_GetArrayItem(log, 1), "auth"), "bearer");
+    cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 1), "auth_matches")));
+    cJSON_Delete(log);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* Retries and failures                                                     */
