@@ -134,9 +134,11 @@
  *      {"text": "The sum is 3."}
  *   ]}
  *
- * Each model call plays the next response: the first call the first, and
- * every later call the one after the last played (the position is recorded
- * in the exchange, so a crashed run continues where the script was).
+ * Each model call plays the next response: an invocation's first call the
+ * first, and every later call of it the one after the last it played (the
+ * position is recorded in the exchange, so a crashed run continues where
+ * the script was).  Every invocation, another run's or another call of the
+ * policy in the same run, starts again at the first response.
  * "arguments" is an object, or a string the model "wrote" (so a script can
  * play arguments that are not JSON); a call without "id" gets one.  A
  * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the

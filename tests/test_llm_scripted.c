@@ -511,6 +511,49 @@ Test(llm_scripted, reprompts_are_counted_in_a_row)
     pl_registry_free(reg);
 }
 
+/* The root policy "twice": the LLM policy called twice, two ledgers. */
+static int twice(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *r[2] = {NULL, NULL};
+    int st = pl_ctx_invoke(&r[0], ctx, "llm", a->payload);
+    if (!st)
+        st = pl_ctx_invoke(&r[1], ctx, "llm", a->payload);
+    if (!st)
+        st = pl_steps_add_result(out, r[1]);
+    cJSON_Delete(r[0]);
+    cJSON_Delete(r[1]);
+    return st;
+}
+
+/* pl_llm_run_tokens() sums the model calls of every ledger of a run.  Each
+ * invocation plays the script from its first response. */
+Test(llm_scripted, a_runs_tokens_are_summed_over_its_ledgers)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"text\": \"a\", \"usage\": {\"input\": 5, "
+        "\"output\": 1}}, {\"text\": \"b\", \"usage\": {\"input\": 7, "
+        "\"output\": 2}}]}");
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "twice";
+    d.fn = twice;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "twice", "{\"text\": \"hi\"}", "two");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "a");
+    cr_expect_eq(served(), 2);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "two"), PL_OK);
+    cr_expect(tok.input == 10 && tok.output == 2 && tok.exchanges == 2,
+              "%llu %llu %llu", (unsigned long long)tok.input,
+              (unsigned long long)tok.output,
+              (unsigned long long)tok.exchanges);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
                            uint64_t want_served)
 {
