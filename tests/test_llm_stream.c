@@ -477,6 +477,46 @@ Test(llm_stream, a_whole_body_for_a_stream_is_one_delta_a_part)
     recs_clear();
 }
 
+/* A policy whose name the provider refuses goes under a name of its own:
+ * its argument deltas name the policy, as the steps do. */
+Test(llm_stream, the_deltas_of_a_renamed_tool_name_the_policy)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"responses\": [{\"answer\": {\"tool_calls\": "
+                         "[{\"id\": \"c1\", \"tool\": 0, \"arguments\": "
+                         "{\"n\": 12345678}}]}}, {\"answer\": {\"text\": "
+                         "\"Charged.\"}}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "orders.charge";
+    d.fn = flaky;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    g_flaky_calls = 1; /* it succeeds */
+    pl_outcome *out = t_agent(e, "charge", "[\"orders.charge\"]", "rn");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cJSON *log = t_server_log(&srv);
+    const char *wire = cJSON_GetStringValue(
+        cJSON_GetArrayItem(at(cJSON_GetArrayItem(log, 0), "tool_names"), 0));
+    cr_expect(wire && strcmp(wire, "orders.charge") != 0, "sent as %s", wire);
+    size_t n = 0;
+    for (size_t i = 0; i < g_n; i++)
+        if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS) {
+            cr_expect_str_eq(g_recs[i].tool, "orders.charge");
+            n++;
+        }
+    cr_expect_gt(n, 1, "the arguments came in pieces");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
 /* A stream cut on every attempt: each cut is followed by its restart, and
  * the call, failed for good, ends with the restart, never an end. */
 Test(llm_stream, a_call_cut_for_good_ends_with_its_restart)
