@@ -276,7 +276,8 @@ typedef struct pl_llm_options {
     unsigned version;          /**< PL_LLM_OPTIONS_VERSION */
     const char *description;   /**< the policy's description, or NULL */
     double temperature;        /**< < 0: the provider's default */
-    unsigned max_tokens;       /**< 0: the provider's default */
+    unsigned max_tokens;       /**< 0: the provider's default (Anthropic,
+                                    whose API requires one: 1024) */
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
      *  tools it goes to the provider as the response format; with tools, a
      *  tool "submit" with it as parameters is offered, whose call is the
