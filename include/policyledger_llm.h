@@ -32,7 +32,9 @@
  *     place and name (the functionResponse parts follow the model's
  *     functionCall parts in order, each under its call's name); a call
  *     that comes without an id (Gemini's, Ollama's) gets one made for its
- *     step, "call_EXCHANGE_INDEX".
+ *     step, "call_EXCHANGE_INDEX" (the model calls before its own in the
+ *     invocation, and its place in the answer, both from 0: the first
+ *     call of the first answer is "call_0_0").
  *   - Each model call is one `side_effect` step named "llm_exchange" in the
  *     policy's ledger, durable before the answer is used: the answer
  *     (normalised: text and tool calls), the token usage, and the SHA-256 of

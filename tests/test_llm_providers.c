@@ -303,6 +303,15 @@ Test(llm_providers, gemini_function_calling_round_trip)
     expect_str(t_str(resp, "name"), "add");
     cr_expect_eq(at(at(resp, "response"), "sum")->valuedouble, 2);
     cJSON_Delete(log);
+    /* the call came without an id: its step has one made, call_E_I */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "gm", "0.0"), PL_OK, "%s", pl_errmsg());
+    const char *id = NULL;
+    for (size_t i = 0; i < pl_steps_count(l) && !id; i++)
+        if (pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_CALL)
+            id = t_str(pl_step_payload(pl_steps_at(l, i)), "call_id");
+    expect_str(id, "call_0_0");
+    pl_steps_free(l);
 
     pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "gm"), PL_OK);
