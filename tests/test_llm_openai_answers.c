@@ -486,6 +486,78 @@ Test(llm_openai, a_changed_system_prompt_is_a_divergence_on_replay)
     pl_registry_free(reg);
 }
 
+static int g_probe_calls;
+
+/* Fails the run at its first call (a crash's stand-in), then succeeds. */
+static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)a, (void)user;
+    if (g_probe_calls++ == 0)
+        return pl_errorf(PL_EIO, "probe: the first call fails the run");
+    return pl_steps_add_resultf(out, "{s:b}", "ok", 1);
+}
+
+/* Open @p store with the LLM policy and "probe" described as @p desc. */
+static pl_engine *probe_engine(pl_registry **reg, const char *store,
+                               const char *desc, diverged *d)
+{
+    pl_llm_options o = opts();
+    *reg = t_llm_registry("openai://test-model", &o);
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "probe";
+    def.fn = probe;
+    def.description = desc;
+    cr_assert_eq(pl_registry_add(*reg, &def), PL_OK);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.on_event = on_diverged;
+    eo.event_user = d;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store, *reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    return e;
+}
+
+/* A turn replayed after a tool's description changed was asked another
+ * request: a divergence, nothing sent; with the description as it was,
+ * the run goes on. */
+Test(llm_openai, a_changed_tool_description_is_a_divergence_on_replay)
+{
+    serve(script(2, answer(NULL, "p1", "probe", "{}"),
+                 answer("probed", NULL, NULL, NULL)));
+    const char *store = t_store_path();
+    diverged d = {0};
+    pl_registry *reg;
+    g_probe_calls = 0;
+    pl_engine *e = probe_engine(&reg, store, "Probe the system.", &d);
+    pl_outcome *out = t_agent(e, "probe it", "[\"probe\"]", "desc");
+    cr_expect_eq(out->status, PL_RUN_FAILED);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    for (int k = 0; k < 2; k++) {
+        e = probe_engine(&reg, store,
+                         k ? "Probe the system." : "Probe it, gently.", &d);
+        cr_assert_eq(pl_run_continue(&out, e, "desc", NULL), PL_OK, "%s",
+                     pl_errmsg());
+        cr_expect_eq(out->status, k ? PL_RUN_COMPLETED : PL_RUN_FAILED,
+                     "%d: %s", k, out->reason ? out->reason : "");
+        if (!k) {
+            cr_expect_eq(out->error, PL_ENONDET);
+            expect_has(out->reason, "the tools");
+            cr_expect_eq(d.n, 1);
+            cr_expect_eq(t_server_requests(&g_srv), 1, "nothing was sent");
+        } else {
+            expect_str(t_str(pl_outcome_result(out), "text"), "probed");
+        }
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    cr_expect_eq(d.n, 1);
+}
+
 typedef struct pool_run {
     char id[16], payload[96];
     int status;
