@@ -121,7 +121,10 @@
  * tool as recorded and as it is now (pl_mcp_tool()).  A model's recorded
  * turns hold the tools it was offered: the request of a turn replayed
  * after a tool's description or input schema changed differs from the one
- * recorded, a divergence (the check names it).
+ * recorded, a divergence (the check names it).  Only the turns of an LLM
+ * invocation left unfinished (by a crash, a suspension) are replayed: a
+ * finished one is served its result whole, so a finished run checks ok
+ * after such a change.
  *
  * notifications/tools/list_changed (over stdio, read while waiting for an
  * answer and before each call; over HTTP, on the event streams of the
