@@ -703,3 +703,28 @@ Test(llm_stream, the_scripted_model_streams)
     pl_registry_free(reg);
     recs_clear();
 }
+
+/* An options struct of version 1 or 2, from before on_delta: whatever
+ * lies past its end is not read, so the model does not stream. */
+Test(llm_stream, an_older_options_struct_does_not_stream)
+{
+    const char *script = t_write_file(
+        "s.json", "{\"responses\": [{\"text\": \"Two words.\"}]}");
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    for (unsigned v = 1; v <= PL_LLM_OPTIONS_VERSION; v++) {
+        recs_clear();
+        pl_llm_options o = quick(NULL, true);
+        o.version = v;
+        pl_registry *reg = t_llm_registry(url, &o);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *out = t_agent(e, "hi", "[]", "old");
+        cr_assert_eq(out->status, PL_RUN_COMPLETED);
+        cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Two words.");
+        cr_expect_eq(g_n, v < 3 ? 0 : 3, "version %u: %zu deltas", v, g_n);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    recs_clear();
+}
