@@ -118,7 +118,12 @@ Test(mcp, an_input_schema_the_validator_refuses)
     cr_expect_null(F.mcp);
     cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
     close_all();
+    /* version 1 of the options has no unchecked_schemas: it is false */
     o.unchecked_schemas = true;
+    o.version = 1;
+    cr_expect_eq(register_fake("unevaluated", &o), PL_EINVAL);
+    close_all();
+    o.version = PL_MCP_OPTIONS_VERSION;
     cr_assert_eq(register_fake("unevaluated", &o), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(pl_mcp_tool_count(F.mcp), 6);
     const pl_policy_def *strict = pl_registry_find(F.reg, "fake.strict");
