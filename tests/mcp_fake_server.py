@@ -14,7 +14,9 @@ a test tells two servers of one DIR apart).  MODE:
                 with arguments.rpc, a JSON-RPC error of that code; with
                 arguments.result, that object as its result), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
-                client a ping and a made-up request before answering)
+                client a ping and a made-up request before answering),
+                "die" (exits; with arguments.mute, closes its output and
+                goes on reading)
     garbage     answers initialize and tools/list, then prints six lines
                 that are not JSON-RPC (and a blank one) and never answers a
                 call
@@ -139,6 +141,9 @@ for line in sys.stdin:
             if os.path.exists(os.path.join(d, "hold")):
                 continue
             result(i, {"content": [{"type": "text", "text": "done"}]})
+        elif name == "die" and args.get("mute"):
+            os.close(1)  # alive, its input read, its output closed
+            sys.stdout = open(os.devnull, "w")
         elif name == "die":
             sys.exit(0)
         elif name == "asks":

@@ -219,18 +219,26 @@ Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
     expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
     cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
     cJSON_Delete(got);
+    /* one that closes its output, alive: the same */
+    got = run("r3",
+              "[{\"tool\": \"fake.die\", \"args\": {\"mute\": true}},"
+              " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"d\"}}]",
+              2);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "closed its output");
+    cr_expect(strstr(first_text(at(got, 1)), "\"d\""), "%s", t_text(got));
+    cJSON_Delete(got);
     char log[4300];
     snprintf(log, sizeof log, "%s/log", F.dir);
-    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2);
-    cr_expect_eq(count_lines(log, "tools/list", NULL), 2,
-                 "one list, in two "
-                 "pages, not read again");
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 3);
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 4,
+                 "one list, in two pages, read again at the call after "
+                 "the first restart");
     /* the server started again may be another version of itself: the
      * call after the one that started it lists its tools again */
     got = run("r2", "[{\"tool\": \"fake.echo\", \"args\": {}}]", 1);
     cJSON_Delete(got);
     close_all();
-    cr_expect_eq(count_lines(log, "tools/list", NULL), 4, "listed again");
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 6, "listed again");
 }
 
 /* A JSON-RPC error's code is taken as sent: one past an int's range
