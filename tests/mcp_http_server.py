@@ -38,6 +38,8 @@ given, a request with none is answered 400.  R is an object:
     "gzip_bomb": N                  a gzip body of N zero bytes, unasked
     "forever": true                 an event stream of comments, never
                                     the answer, until the client leaves
+    "answer_first": true            (with "forever") the answer's event
+                                    first, then the comments
     "drip": true                    a JSON body one byte every 20 ms, never
                                     ending
     "header_flood": N               N bytes of extra header lines
@@ -262,6 +264,8 @@ def handle(conn, script, log_path, token):
         head = "HTTP/1.1 200 OK\r\n" + "".join(
             "%s: %s\r\n" % kv for kv in headers) + "\r\n"
         if not send_all(conn, head.encode("latin-1")):
+            return
+        if r.get("answer_first") and not send_all(conn, payload):
             return
         while True:
             time.sleep(0.02)

@@ -493,6 +493,22 @@ Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline,
     cJSON_Delete(got);
 }
 
+/* An event stream that goes on after the answer is left once the answer
+ * has come: the call succeeds, well before its timeout. */
+Test(mcp_http, an_event_stream_is_left_once_the_answer_came,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 10000;
+    open_on("{\"call\": [{\"forever\": true, \"sse\": true, "
+            "\"answer_first\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
 static long max_rss_kb(void)
 {
     struct rusage u;
