@@ -33,6 +33,8 @@ given, a request with none is answered 400.  R is an object:
     "session_bytes": N              ... N bytes of "a"
     "body": TEXT                    this body instead of the answer
     "sse": true                     the answer as an event stream
+    "list_changed": true            (with "sse") notifications/tools/
+                                    list_changed before the answer
     "content_type": TEXT            that Content-Type instead
     "gzip": true                    gzip the body when the request asks
     "gzip_bomb": N                  a gzip body of N zero bytes, unasked
@@ -227,6 +229,9 @@ def handle(conn, script, log_path, token):
     if r.get("sse"):
         ctype = "text/event-stream"
         payload = ("event: message\ndata: %s\n\n" % answer).encode()
+        if r.get("list_changed"):
+            payload = (b'event: message\ndata: {"jsonrpc": "2.0", "method": '
+                       b'"notifications/tools/list_changed"}\n\n' + payload)
     else:
         payload = answer.encode()
     if "body" in r:

@@ -509,6 +509,35 @@ Test(mcp_http, an_event_stream_is_left_once_the_answer_came,
     cJSON_Delete(got);
 }
 
+/* notifications/tools/list_changed on an answer's event stream: the next
+ * call lists the tools again, the one after does not. */
+Test(mcp_http, a_list_changed_on_an_event_stream_lists_the_tools_again,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"sse\": true, \"list_changed\": true}]}", &o);
+    cJSON *got = echo_calls("r1", 3);
+    for (int i = 0; i < 3; i++)
+        cr_expect(!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(at(got, i),
+                                                                 "error")),
+                  "%s", t_text(got));
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    int call = 0, lists = 0, lists_before[3] = {0};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = s_of(e, "method");
+        lists += strcmp(m, "tools/list") == 0;
+        if (strcmp(m, "tools/call") == 0 && call < 3)
+            lists_before[call++] = lists;
+    }
+    cJSON_Delete(l);
+    cr_expect_eq(lists_before[0], 1, "registration's");
+    cr_expect_eq(lists_before[1], 2, "listed again after the notification");
+    cr_expect_eq(lists_before[2], 2, "and not again");
+}
+
 static long max_rss_kb(void)
 {
     struct rusage u;
