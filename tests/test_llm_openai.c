@@ -552,8 +552,7 @@ Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
     serve(script(1, answer("keyed", NULL, NULL, NULL)));
     setenv("OPENAI_BASE_URL", g_srv.base, 1);
     setenv("OPENAI_API_KEY", "sk-now-set", 1);
-    cr_assert_eq(pl_run_continue(&out, e, run, NULL), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_run_continue(&out, e, run, NULL), PL_OK, "%s", pl_errmsg());
     unsetenv("OPENAI_BASE_URL");
     unsetenv("OPENAI_API_KEY");
     cr_expect_eq(out->status, PL_RUN_COMPLETED, "%s",

@@ -231,8 +231,8 @@ Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
                  21);
     /* the final step's "text" is the JSON text of its "json" */
     cJSON *text = cJSON_Parse(t_str(pl_outcome_result(out), "text"));
-    cr_expect(cJSON_Compare(text, at(pl_outcome_result(out), "json"), 1),
-              "%s", t_text(pl_outcome_result(out)));
+    cr_expect(cJSON_Compare(text, at(pl_outcome_result(out), "json"), 1), "%s",
+              t_text(pl_outcome_result(out)));
     cJSON_Delete(text);
     cr_expect_eq(t_calls.add, 1);
     cJSON *log = t_server_log(&g_srv);

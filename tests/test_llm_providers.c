@@ -208,8 +208,8 @@ Test(llm_providers, anthropic_and_ollama_urls)
 
 /* $ANTHROPIC_BASE_URL and $GEMINI_BASE_URL name the server when the
  * options do not; options.base_url wins over $OPENAI_BASE_URL. */
-static void base_from(const char *protocol, const char *model,
-                      const char *var, bool in_options)
+static void base_from(const char *protocol, const char *model, const char *var,
+                      bool in_options)
 {
     char script[200];
     snprintf(script, sizeof script,

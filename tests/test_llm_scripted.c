@@ -114,9 +114,8 @@ Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
     pl_outcome *o = t_agent(e, "hi", "[]", "u1");
     cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_UNAUTHORIZED);
     /* the error result ends the turn: it carries the turn's tokens */
-    cr_expect(cJSON_IsNumber(
-                  cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
-                                                   "tokens_in")),
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(
+                  pl_outcome_result(o), "tokens_in")),
               "%s", t_text(pl_outcome_result(o)));
     pl_outcome_free(o);
     pl_engine_close(e);

@@ -559,12 +559,12 @@ Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
 {
     recs_clear();
     t_server srv;
-    t_server_start(
-        &srv, "{\"responses\": [{\"answer\": {\"text\": \"Trying.\", "
-              "\"tool_calls\": [{\"id\": \"c1\", \"name\": \"flaky\", "
-              "\"arguments\": {}}]}, \"usage\": [10, 5]},"
-              "{\"answer\": {\"text\": \"It worked then.\"}, "
-              "\"usage\": [20, 5]}]}");
+    t_server_start(&srv,
+                   "{\"responses\": [{\"answer\": {\"text\": \"Trying.\", "
+                   "\"tool_calls\": [{\"id\": \"c1\", \"name\": \"flaky\", "
+                   "\"arguments\": {}}]}, \"usage\": [10, 5]},"
+                   "{\"answer\": {\"text\": \"It worked then.\"}, "
+                   "\"usage\": [20, 5]}]}");
     pl_llm_options plain = quick(srv.base, false), o = quick(srv.base, true);
     pl_registry *regs[2] = {t_llm_registry("openai://m", &plain),
                             t_llm_registry("openai://m", &o)};

@@ -297,12 +297,11 @@ Test(mcp_http, each_request_carries_its_session_version_and_token_as_now,
         bool init = strcmp(m, "initialize") == 0;
         const char *sid = cJSON_GetStringValue(
                        cJSON_GetObjectItemCaseSensitive(e, "session")),
-                   *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-                       e, "protocol_version"));
+                   *v = cJSON_GetStringValue(
+                       cJSON_GetObjectItemCaseSensitive(e, "protocol_version"));
         cr_expect(init ? !sid : sid && strcmp(sid, "s-1") == 0, "%s",
                   t_text(e));
-        cr_expect(init || (v && strcmp(v, "2025-06-18") == 0), "%s",
-                  t_text(e));
+        cr_expect(init || (v && strcmp(v, "2025-06-18") == 0), "%s", t_text(e));
         bool second = strcmp(m, "tools/call") == 0 && calls++ == 1;
         cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "auth")),
                      !second, "%s", t_text(e));

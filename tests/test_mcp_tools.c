@@ -284,8 +284,8 @@ Test(mcp_tools, a_list_the_server_says_changed_is_read_again_for_new_calls)
     cJSON_Delete(s3);
 }
 
-static int g_code_changed;          /* PL_EVENT_CODE_CHANGED seen */
-static char g_codes[2][512];        /* the last one's, recorded and new */
+static int g_code_changed;   /* PL_EVENT_CODE_CHANGED seen */
+static char g_codes[2][512]; /* the last one's, recorded and new */
 
 static void on_event(const pl_event *ev, void *user)
 {
