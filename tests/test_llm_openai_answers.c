@@ -397,11 +397,17 @@ Test(llm_openai, each_request_is_recorded_with_the_digest_of_what_was_sent)
 typedef struct diverged {
     int n;
     char payload[600], detail[600];
+    uint64_t tokens[2]; /* the last completed call of "llm": in, out */
 } diverged;
 
 static void on_diverged(const pl_event *ev, void *user)
 {
     diverged *d = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ev->policy &&
+        strcmp(ev->policy, "llm") == 0) {
+        d->tokens[0] = ev->tokens_in;
+        d->tokens[1] = ev->tokens_out;
+    }
     if (ev->kind != PL_EVENT_DIVERGED)
         return;
     d->n++;
@@ -549,6 +555,10 @@ Test(llm_openai, a_changed_tool_description_is_a_divergence_on_replay)
             cr_expect_eq(t_server_requests(&g_srv), 1, "nothing was sent");
         } else {
             expect_str(t_str(pl_outcome_result(out), "text"), "probed");
+            /* the call's event reports the invocation's tokens so far */
+            cr_expect(d.tokens[0] == 40 && d.tokens[1] == 10, "%llu %llu",
+                      (unsigned long long)d.tokens[0],
+                      (unsigned long long)d.tokens[1]);
         }
         pl_outcome_free(out);
         pl_engine_close(e);
