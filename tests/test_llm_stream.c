@@ -9,6 +9,7 @@
  */
 #include "llm_support.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +21,29 @@ typedef struct rec {
     unsigned index, turn;
     int replayed;
     char run[64], path[64];
+    pthread_t thread; /* the callback's */
 } rec;
 
 #define MAX_RECS 20000
 static rec g_recs[MAX_RECS];
 static size_t g_n;
 
+static pthread_mutex_t g_recs_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_bad; /* a callback without its user pointer, or past the end */
+
+/* Called on a pool's threads too: no assertion here (recs_clear() checks
+ * g_bad). */
 static void on_delta(const pl_llm_delta *d, void *user)
 {
-    cr_assert_eq(user, (void *)g_recs);
-    cr_assert_lt(g_n, MAX_RECS);
+    pthread_mutex_lock(&g_recs_mu); /* runs of a pool call it at once */
+    if (user != (void *)g_recs || g_n >= MAX_RECS) {
+        g_bad = 1;
+        pthread_mutex_unlock(&g_recs_mu);
+        return;
+    }
     rec *r = &g_recs[g_n++];
+    pthread_mutex_unlock(&g_recs_mu);
+    r->thread = pthread_self();
     r->kind = d->kind;
     r->text = malloc(d->len + 1);
     memcpy(r->text, d->text, d->len);
@@ -45,6 +58,7 @@ static void on_delta(const pl_llm_delta *d, void *user)
 
 static void recs_clear(void)
 {
+    cr_expect_eq(g_bad, 0, "a delta without its user pointer, or too many");
     for (size_t i = 0; i < g_n; i++)
         free(g_recs[i].text);
     g_n = 0;
@@ -726,5 +740,56 @@ Test(llm_stream, an_older_options_struct_does_not_stream)
         pl_engine_close(e);
         pl_registry_free(reg);
     }
+    recs_clear();
+}
+
+typedef struct pooled {
+    char id[16];
+    pthread_t thread; /* the one its run ran on */
+    int status;
+} pooled;
+
+static void pooled_agent(pl_engine *e, void *user)
+{
+    pooled *r = user;
+    r->thread = pthread_self();
+    pl_outcome *o = t_agent(e, "hi", "[]", r->id);
+    r->status = (int)o->status;
+    pl_outcome_free(o);
+}
+
+/* on_delta is called on the thread running the policy: runs on a pool's
+ * threads get their deltas on their own threads. */
+Test(llm_stream, deltas_come_on_the_thread_of_their_run)
+{
+    recs_clear();
+    const char *script = t_write_file(
+        "s.json", "{\"responses\": [{\"text\": \"Three small words.\"}]}");
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_llm_options o = quick(NULL, true);
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_pool *pool = NULL;
+    pl_pool_options po = PL_POOL_OPTIONS_INIT;
+    po.threads = 2;
+    cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
+    pooled runs[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(runs[i].id, sizeof runs[i].id, "pool-%d", i);
+        cr_assert_eq(pl_pool_submit(pool, pooled_agent, &runs[i]), PL_OK);
+    }
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    pl_pool_free(pool);
+    cr_expect_eq(g_n, 4 * 4, "three words and an end, each run");
+    for (size_t i = 0; i < g_n; i++) {
+        int k = -1;
+        cr_assert(sscanf(g_recs[i].run, "pool-%d", &k) == 1 && k >= 0 && k < 4);
+        cr_expect_eq(runs[k].status, PL_RUN_COMPLETED);
+        cr_expect(pthread_equal(g_recs[i].thread, runs[k].thread),
+                  "delta %zu of %s on another thread", i, g_recs[i].run);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
     recs_clear();
 }
