@@ -296,6 +296,17 @@ static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* An OpenAI model with @p o, and flaky() as the policy @p tool. */
+static pl_registry *with_flaky(const pl_llm_options *o, const char *tool)
+{
+    pl_registry *reg = t_llm_registry("openai://m", o);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = tool;
+    d.fn = flaky;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    return reg;
+}
+
 /* A turn served from the ledger delivers its recorded answer whole:
  * one text delta, one delta for each call's arguments, marked replayed. */
 Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
@@ -309,11 +320,7 @@ Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
               "{\"answer\": {\"text\": \"It worked the second time.\"}, "
               "\"usage\": [20, 5]}]}");
     pl_llm_options o = quick(srv.base, true);
-    pl_registry *reg = t_llm_registry("openai://m", &o);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "flaky";
-    d.fn = flaky;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = with_flaky(&o, "flaky");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     g_flaky_calls = 0;
     pl_outcome *out = t_agent(e, "try", "[\"flaky\"]", "rp");
@@ -502,11 +509,7 @@ Test(llm_stream, the_deltas_of_a_renamed_tool_name_the_policy)
                          "{\"n\": 12345678}}]}}, {\"answer\": {\"text\": "
                          "\"Charged.\"}}]}");
     pl_llm_options o = quick(srv.base, true);
-    pl_registry *reg = t_llm_registry("openai://m", &o);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "orders.charge";
-    d.fn = flaky;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = with_flaky(&o, "orders.charge");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     g_flaky_calls = 1; /* it succeeds */
     pl_outcome *out = t_agent(e, "charge", "[\"orders.charge\"]", "rn");
@@ -580,16 +583,10 @@ Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
                    "{\"answer\": {\"text\": \"It worked then.\"}, "
                    "\"usage\": [20, 5]}]}");
     pl_llm_options plain = quick(srv.base, false), o = quick(srv.base, true);
-    pl_registry *regs[2] = {t_llm_registry("openai://m", &plain),
-                            t_llm_registry("openai://m", &o)};
+    pl_registry *regs[2] = {with_flaky(&plain, "flaky"),
+                            with_flaky(&o, "flaky")};
     pl_engine *e[2];
     const char *store = t_store_path();
-    for (int k = 0; k < 2; k++) {
-        pl_policy_def d = PL_POLICY_DEF_INIT;
-        d.name = "flaky";
-        d.fn = flaky;
-        cr_assert_eq(pl_registry_add(regs[k], &d), PL_OK);
-    }
     g_flaky_calls = 0;
     e[0] = t_engine(store, regs[0], PL_DURABILITY_PROCESS);
     pl_outcome *out = t_agent(e[0], "try", "[\"flaky\"]", "mix");
