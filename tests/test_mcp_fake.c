@@ -212,21 +212,22 @@ Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
 {
     pl_mcp_options o = quiet();
     open_fake("ok", &o);
-    cJSON *got = run("r1",
-                     "[{\"tool\": \"fake.die\"},"
-                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
-                     2);
-    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
-    cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
-    cJSON_Delete(got);
-    /* one that closes its output, alive: the same */
-    got = run("r3",
-              "[{\"tool\": \"fake.die\", \"args\": {\"mute\": true}},"
-              " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"d\"}}]",
-              2);
-    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "closed its output");
-    cr_expect(strstr(first_text(at(got, 1)), "\"d\""), "%s", t_text(got));
-    cJSON_Delete(got);
+    /* a server that exits, then one that closes its output, alive */
+    const char *const deaths[][3] = {
+        {"r1", "{}", "exited"},
+        {"r3", "{\"mute\": true}", "closed its output"}};
+    cJSON *got;
+    for (int k = 0; k < 2; k++) {
+        char calls[256];
+        snprintf(calls, sizeof calls,
+                 "[{\"tool\": \"fake.die\", \"args\": %s},"
+                 " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
+                 deaths[k][1]);
+        got = run(deaths[k][0], calls, 2);
+        expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, deaths[k][2]);
+        cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
+        cJSON_Delete(got);
+    }
     char log[4300];
     snprintf(log, sizeof log, "%s/log", F.dir);
     cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 3);
