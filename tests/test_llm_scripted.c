@@ -29,11 +29,19 @@ static const char *SCRIPT =
 static char g_url[4300];
 static const char *g_script;
 
-static pl_registry *scripted_registry(const char *script_text)
+/* The scripted model playing @p script_text, with @p o (NULL: the
+ * defaults). */
+static pl_registry *scripted_with(const char *script_text,
+                                  const pl_llm_options *o)
 {
     g_script = t_write_file("script.json", script_text);
     snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
-    return t_llm_registry(g_url, NULL);
+    return t_llm_registry(g_url, o);
+}
+
+static pl_registry *scripted_registry(const char *script_text)
+{
+    return scripted_with(script_text, NULL);
 }
 
 static uint64_t served(void) { return t_scripted_served(g_script); }
@@ -463,19 +471,17 @@ Test(llm_scripted, malformed_answers_of_every_shape_are_named)
  * re-prompt's step, {"text", "reprompt": true, "again": true}. */
 Test(llm_scripted, reprompts_are_counted_in_a_row)
 {
-    g_script = t_write_file(
-        "script.json",
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    o.reprompt_limit = 1;
+    pl_registry *reg = scripted_with(
         "{\"responses\": [{\"tool_calls\": [{\"name\": \"nope\", "
         "\"arguments\": {}}]}, {\"tool_calls\": [{\"name\": \"add\", "
         "\"arguments\": {\"a\": 1, \"b\": 2}}]}, {\"tool_calls\": "
         "[{\"name\": \"nope\", \"arguments\": {}}]}, {\"text\": "
         "\"3\"}, {\"tool_calls\": [{\"name\": \"nope\", \"arguments\": "
-        "{}}]}]}");
-    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
-    pl_llm_options o = PL_LLM_OPTIONS_INIT;
-    o.malformed = PL_LLM_MALFORMED_REPROMPT;
-    o.reprompt_limit = 1;
-    pl_registry *reg = t_llm_registry(g_url, &o);
+        "{}}]}]}",
+        &o);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *out = t_agent(e, "1+2?", "[\"add\"]", "row");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
@@ -556,15 +562,13 @@ Test(llm_scripted, a_runs_tokens_are_summed_over_its_ledgers)
 static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
                            uint64_t want_served)
 {
-    g_script = t_write_file(
-        "script.json",
-        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
-        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
-        "{\"text\": \"The tool failed; I give up.\"}]}");
-    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     o.tool_errors = rule;
-    pl_registry *reg = t_llm_registry(g_url, &o);
+    pl_registry *reg = scripted_with(
+        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
+        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
+        "{\"text\": \"The tool failed; I give up.\"}]}",
+        &o);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "te");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
