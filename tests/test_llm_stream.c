@@ -18,6 +18,7 @@ typedef struct rec {
     pl_llm_delta_kind kind;
     char *text;
     char tool[64];
+    bool no_tool; /* tool was NULL */
     unsigned index, turn;
     int replayed;
     char run[64], path[64];
@@ -49,6 +50,7 @@ static void on_delta(const pl_llm_delta *d, void *user)
     memcpy(r->text, d->text, d->len);
     r->text[d->len] = '\0';
     snprintf(r->tool, sizeof r->tool, "%s", d->tool ? d->tool : "");
+    r->no_tool = d->tool == NULL;
     r->index = d->tool_index;
     r->turn = d->turn;
     r->replayed = d->replayed;
@@ -209,6 +211,12 @@ static void expect_deltas_make(const cJSON *x, unsigned turn, bool split,
         cr_expect_str_eq(g_recs[i].run, run);
         cr_expect_str_eq(g_recs[i].path, "0.0");
         cr_expect_eq(g_recs[i].replayed, 0);
+        /* only a call's arguments name a tool; the marks carry "" */
+        cr_expect_eq(g_recs[i].no_tool,
+                     g_recs[i].kind != PL_LLM_DELTA_TOOL_ARGS);
+        if (g_recs[i].kind == PL_LLM_DELTA_RESTARTED ||
+            g_recs[i].kind == PL_LLM_DELTA_END)
+            cr_expect_str_eq(g_recs[i].text, "");
         if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS) {
             cr_expect_str_eq(g_recs[i].tool, "effect");
             cr_expect_eq(g_recs[i].index, 0);
