@@ -724,7 +724,8 @@ Test(llm_stream, the_scripted_model_streams)
 }
 
 /* An options struct of version 1 or 2, from before on_delta: whatever
- * lies past its end is not read, so the model does not stream. */
+ * lies past its end is not read, so the model does not stream.  (The
+ * script has no "usage": the scripted model's default is checked too.) */
 Test(llm_stream, an_older_options_struct_does_not_stream)
 {
     const char *script = t_write_file(
@@ -741,6 +742,17 @@ Test(llm_stream, an_older_options_struct_does_not_stream)
         cr_assert_eq(out->status, PL_RUN_COMPLETED);
         cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Two words.");
         cr_expect_eq(g_n, v < 3 ? 0 : 3, "version %u: %zu deltas", v, g_n);
+        /* no "usage" in the script: a quarter of the request's bytes and
+         * of the answer's */
+        cJSON *x = exchanges(e, "old");
+        const cJSON *x0 = cJSON_GetArrayItem(x, 0), *u = at(x0, "usage");
+        char *ans = cJSON_PrintUnformatted(at(x0, "answer"));
+        cr_assert(ans && cJSON_IsNumber(at(x0, "request_bytes")));
+        cr_expect_eq(at(u, "input")->valueint,
+                     at(x0, "request_bytes")->valueint / 4);
+        cr_expect_eq(at(u, "output")->valueint, (int)(strlen(ans) / 4));
+        free(ans);
+        cJSON_Delete(x);
         pl_outcome_free(out);
         pl_engine_close(e);
         pl_registry_free(reg);
