@@ -150,7 +150,8 @@
  * fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed
- * scripted answer wait that long before each piece, as a model writing.
+ * scripted answer wait that long before each piece, as a model writing:
+ * above 0 and below 10000; any other value waits not at all.
  *
  * Streaming (pl_llm_options.on_delta): each model call asks for the
  * provider's stream (OpenAI's and Anthropic's server-sent events with
