@@ -32,7 +32,9 @@
  *     place and name (the functionResponse parts follow the model's
  *     functionCall parts in order, each under its call's name); a call
  *     that comes without an id (Gemini's, Ollama's) gets one made for its
- *     step, "call_EXCHANGE_INDEX".
+ *     step, "call_EXCHANGE_INDEX" (the model calls before its own in the
+ *     invocation, and its place in the answer, both from 0: the first
+ *     call of the first answer is "call_0_0").
  *   - Each model call is one `side_effect` step named "llm_exchange" in the
  *     policy's ledger, durable before the answer is used: the answer
  *     (normalised: text and tool calls), the token usage, and the SHA-256 of
@@ -134,9 +136,11 @@
  *      {"text": "The sum is 3."}
  *   ]}
  *
- * Each model call plays the next response: the first call the first, and
- * every later call the one after the last played (the position is recorded
- * in the exchange, so a crashed run continues where the script was).
+ * Each model call plays the next response: an invocation's first call the
+ * first, and every later call of it the one after the last it played (the
+ * position is recorded in the exchange, so a crashed run continues where
+ * the script was).  Every invocation, another run's or another call of the
+ * policy in the same run, starts again at the first response.
  * "arguments" is an object, or a string the model "wrote" (so a script can
  * play arguments that are not JSON); a call without "id" gets one.  A
  * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
@@ -146,7 +150,8 @@
  * fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed
- * scripted answer wait that long before each piece, as a model writing.
+ * scripted answer wait that long before each piece, as a model writing:
+ * above 0 and below 10000; any other value waits not at all.
  *
  * Streaming (pl_llm_options.on_delta): each model call asks for the
  * provider's stream (OpenAI's and Anthropic's server-sent events with
@@ -274,7 +279,8 @@ typedef struct pl_llm_options {
     unsigned version;          /**< PL_LLM_OPTIONS_VERSION */
     const char *description;   /**< the policy's description, or NULL */
     double temperature;        /**< < 0: the provider's default */
-    unsigned max_tokens;       /**< 0: the provider's default */
+    unsigned max_tokens;       /**< 0: the provider's default (Anthropic,
+                                    whose API requires one: 1024) */
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
      *  tools it goes to the provider as the response format; with tools, a
      *  tool "submit" with it as parameters is offered, whose call is the

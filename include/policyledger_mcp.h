@@ -121,12 +121,16 @@
  * tool as recorded and as it is now (pl_mcp_tool()).  A model's recorded
  * turns hold the tools it was offered: the request of a turn replayed
  * after a tool's description or input schema changed differs from the one
- * recorded, a divergence (the check names it).
+ * recorded, a divergence (the check names it).  Only the turns of an LLM
+ * invocation left unfinished (by a crash, a suspension) are replayed: a
+ * finished one is served its result whole, so a finished run checks ok
+ * after such a change.
  *
  * notifications/tools/list_changed (over stdio, read while waiting for an
  * answer and before each call; over HTTP, on the event streams of the
  * answers), and a server started again after it died, make the next call
- * list the tools again: later calls record the new list.  The policies
+ * list the tools again (the call that starts it again is sent on the list
+ * as it was): later calls record the new list.  The policies
  * stay those registered: a tool the server adds is registered by the next
  * pl_mcp_register(); one it removes answers NotFound.
  */
@@ -208,13 +212,13 @@ typedef struct pl_mcp_options {
  *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
  *             endpoint (in a build with libcurl; else PL_EINVAL).
  * @param opts NULL for defaults.
- * @return PL_OK; PL_EINVAL (a bad name, spec or option; a server that
- *         answers `initialize` with a protocol version this library does
- *         not speak, "2024-11-05", "2025-03-26" or "2025-06-18"; a tool
- *         name that makes a bad policy name); PL_EIO (the server cannot be
- *         started, exits, answers with an error or garbage, lists a
- *         tool twice, or does not answer within start_timeout_ms: none is
- *         registered); PL_EEXIST (a policy of that
+ * @return PL_OK; PL_EINVAL (a bad name, spec or option; a tool name
+ *         that makes a bad policy name); PL_EIO (the server cannot be
+ *         started, exits, answers with an error or garbage, answers
+ *         `initialize` with a protocol version this library does not
+ *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists
+ *         a tool twice, or does not answer within start_timeout_ms: none
+ *         is registered); PL_EEXIST (a policy of that
  *         name exists: none is registered); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);

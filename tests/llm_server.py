@@ -38,6 +38,8 @@ NDJSON; text and arguments are cut in pieces of "chunk" characters
   "stream_raw": TEXT                  send TEXT as the stream, as it is
   "flood": N                          text events without end, N bytes in
                                       all, then close
+  "whole": true                       (with "answer") a whole JSON body all
+                                      the same, as a server without streams
 Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
@@ -358,7 +360,8 @@ def main():
                 return
             streamed = (isinstance(body, dict) and body.get("stream") is True
                         ) or "streamGenerateContent" in self.path
-            if streamed and ("answer" in r or "stream_raw" in r
+            if streamed and not r.get("whole") and (
+                    "answer" in r or "stream_raw" in r
                              or "flood" in r):
                 self.send_stream(r, defs)
                 return

@@ -11,9 +11,12 @@ a test tells two servers of one DIR apart).  MODE:
     ok          initialize; tools/list in two pages; tools "echo" (returns
                 its arguments and the call's _meta as structuredContent),
                 "fail" (isError with the text of arguments.text;
-                with arguments.rpc, a JSON-RPC error of that code), "slow"
+                with arguments.rpc, a JSON-RPC error of that code; with
+                arguments.result, that object as its result), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
-                client a ping and a made-up request before answering)
+                client a ping and a made-up request before answering),
+                "die" (exits; with arguments.mute, closes its output and
+                goes on reading)
     garbage     answers initialize and tools/list, then prints six lines
                 that are not JSON-RPC (and a blank one) and never answers a
                 call
@@ -124,6 +127,8 @@ for line in sys.stdin:
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})
+        elif name == "fail" and "result" in args:
+            result(i, args["result"])
         elif name == "fail" and "rpc" in args:
             send({"jsonrpc": "2.0", "id": i,
                   "error": {"code": args["rpc"], "message": args.get("text")}})
@@ -136,6 +141,9 @@ for line in sys.stdin:
             if os.path.exists(os.path.join(d, "hold")):
                 continue
             result(i, {"content": [{"type": "text", "text": "done"}]})
+        elif name == "die" and args.get("mute"):
+            os.close(1)  # alive, its input read, its output closed
+            sys.stdout = open(os.devnull, "w")
         elif name == "die":
             sys.exit(0)
         elif name == "asks":

@@ -10,13 +10,13 @@ Every POST is logged before it is answered, one JSON line:
     {"n": index, "method": M, "id": ID, "session": the Mcp-Session-Id sent
      or null, "auth": whether an Authorization header came,
      "auth_ok": whether it is "Bearer $PL_TEST_MCP_TOKEN",
-     "accept_encoding": the header or null}
+     "accept_encoding": the header or null,
+     "protocol_version": the MCP-Protocol-Version header or null}
 (the token itself is never logged).  As the spec has it: initialize is
 answered with a new session id "s-N"; a request whose session id is not
 one given (or was expired) is answered 404; notifications 202; tools/list
 lists the tool "echo"; tools/call of echo returns its arguments as text;
-DELETE ends the session (logged as the method "DELETE", with
-"protocol_version": its MCP-Protocol-Version header or null).
+DELETE ends the session (logged as the method "DELETE").
 
 The script is {"init": [R...], "list": [R...], "call": [R...],
 "notify": [R...], "delete": [R...]}: the n-th initialize, tools/list,
@@ -33,11 +33,15 @@ given, a request with none is answered 400.  R is an object:
     "session_bytes": N              ... N bytes of "a"
     "body": TEXT                    this body instead of the answer
     "sse": true                     the answer as an event stream
+    "list_changed": true            (with "sse") notifications/tools/
+                                    list_changed before the answer
     "content_type": TEXT            that Content-Type instead
     "gzip": true                    gzip the body when the request asks
     "gzip_bomb": N                  a gzip body of N zero bytes, unasked
     "forever": true                 an event stream of comments, never
                                     the answer, until the client leaves
+    "answer_first": true            (with "forever") the answer's event
+                                    first, then the comments
     "drip": true                    a JSON body one byte every 20 ms, never
                                     ending
     "header_flood": N               N bytes of extra header lines
@@ -187,7 +191,8 @@ def handle(conn, script, log_path, token):
             "n": n, "method": method, "id": i, "session": sid,
             "auth": auth is not None,
             "auth_ok": auth == "Bearer %s" % token if token else False,
-            "accept_encoding": h.get("accept-encoding")}) + "\n")
+            "accept_encoding": h.get("accept-encoding"),
+            "protocol_version": h.get("mcp-protocol-version")}) + "\n")
     if sid is not None and not known and method != "initialize":
         err = {"jsonrpc": "2.0", "id": None,
                "error": {"code": -32001, "message": "Session not found"}}
@@ -224,6 +229,9 @@ def handle(conn, script, log_path, token):
     if r.get("sse"):
         ctype = "text/event-stream"
         payload = ("event: message\ndata: %s\n\n" % answer).encode()
+        if r.get("list_changed"):
+            payload = (b'event: message\ndata: {"jsonrpc": "2.0", "method": '
+                       b'"notifications/tools/list_changed"}\n\n' + payload)
     else:
         payload = answer.encode()
     if "body" in r:
@@ -261,6 +269,8 @@ def handle(conn, script, log_path, token):
         head = "HTTP/1.1 200 OK\r\n" + "".join(
             "%s: %s\r\n" % kv for kv in headers) + "\r\n"
         if not send_all(conn, head.encode("latin-1")):
+            return
+        if r.get("answer_first") and not send_all(conn, payload):
             return
         while True:
             time.sleep(0.02)

@@ -250,3 +250,32 @@ PROTO_TEST(a_policy_name_called_as_is_is_an_unknown_tool)
     cr_expect_eq(g_odd_calls, 0);
     fixture_free(&f);
 }
+
+/* A tool's error result goes to the model as the call's result, the error
+ * readable (Anthropic's is_error set), and the model answers again. */
+PROTO_TEST(an_error_result_goes_to_the_model)
+{
+    serve(&g_protos[*ix],
+          list(2,
+               "{\"answer\": {\"tool_calls\": [{\"id\": \"e1\", \"name\": "
+               "\"add\", \"arguments\": {\"a\": \"one\"}}]}}",
+               "{\"answer\": {\"text\": \"It failed.\"}}"));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    fixture f = {0};
+    run(&f, &o, "add", "[\"add\"]", "err");
+    expect_text(&f, "It failed.");
+    cJSON *log = t_server_log(&g_srv);
+    view v;
+    request(&v, log, 1);
+    cr_assert_eq(v.n, 3, "%s: user, assistant, result", g_p->name);
+    const vmsg *r = &v.msgs[2];
+    expect_str_eq(r->role, "tool", "the result");
+    cr_expect(cJSON_IsTrue(at(r->result, "error")), "%s: %s", g_p->name,
+              t_text(r->result));
+    expect_str_eq(t_str(r->result, "code"), PL_ERR_INVALID_INPUT, "its code");
+    if (strcmp(g_p->name, "anthropic") == 0)
+        cr_expect(r->is_error, "is_error");
+    view_free(&v);
+    cJSON_Delete(log);
+    fixture_free(&f);
+}

@@ -116,6 +116,31 @@ Test(llm_faults, retry_after_ms_wins_over_retry_after)
     fixture_free(&f);
 }
 
+/* A Retry-After that is neither seconds nor a date is ignored (the
+ * backoff's wait of a few ms), and a date past means at once: either read
+ * as a wait past the minute of total_timeout_ms would end the call after
+ * its first request. */
+Test(llm_faults, a_retry_after_unreadable_or_past_is_no_wait)
+{
+    serve(&g_protos[0],
+          list(3,
+               "{\"status\": 429, \"headers\": {\"Retry-After\": \"soon\"}, "
+               "\"body\": {\"error\": {\"message\": \"slow down\"}}}",
+               "{\"status\": 503, \"retry_after_in\": -3600, \"body\": "
+               "{\"error\": {\"message\": \"busy\"}}}",
+               TEXT_ANSWER));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 2;
+    o.total_timeout_ms = 60000;
+    fixture f = {0};
+    run(&f, &o, "hi", "[]", "ra");
+    expect_text(&f, "fine");
+    cr_expect_eq(t_server_requests(&g_srv), 3);
+    fixture_free(&f);
+}
+
 /* 408 and 409 are tried again, as the official SDKs do. */
 Test(llm_faults, timeout_and_conflict_are_retried)
 {

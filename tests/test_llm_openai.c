@@ -191,6 +191,75 @@ Test(llm_openai, base_url_from_the_environment_and_key_header)
     pl_registry_free(reg);
 }
 
+/* The conversation: the system prompt, the payload as JSON when it has
+ * no "text", then the seeded text steps, another's as the user's, the
+ * model's own as its. */
+Test(llm_openai, a_payload_without_text_and_seeded_steps_make_the_messages)
+{
+    serve(script(1, answer("9", NULL, NULL, NULL)));
+    pl_llm_options o = opts();
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_steps *seed = NULL;
+    cr_assert_eq(pl_steps_new(&seed), PL_OK);
+    cr_assert_eq(pl_steps_add_text(seed, "user", "And 4+5?"), PL_OK);
+    cr_assert_eq(pl_steps_add_text(seed, "llm", "Ask away."), PL_OK);
+    cJSON *p = t_json("{\"q\": 5}");
+    pl_action a = PL_ACTION_INIT;
+    a.policy = "llm";
+    a.payload = p;
+    a.seed = seed;
+    pl_outcome *out = NULL;
+    cr_assert_eq(pl_run_start(&out, e, &a, NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(out->status, PL_RUN_COMPLETED);
+    cJSON *log = t_server_log(&g_srv);
+    const cJSON *msgs = at(req(log, 0), "messages");
+    const char *want[][2] = {{"system", "You are terse."},
+                             {"user", "{\"q\":5}"},
+                             {"user", "And 4+5?"},
+                             {"assistant", "Ask away."}};
+    cr_assert_eq(cJSON_GetArraySize(msgs), 4, "%s", t_text(msgs));
+    for (int i = 0; i < 4; i++) {
+        expect_str(t_str(cJSON_GetArrayItem(msgs, i), "role"), want[i][0]);
+        expect_str(t_str(cJSON_GetArrayItem(msgs, i), "content"), want[i][1]);
+    }
+    cJSON_Delete(log);
+    cJSON_Delete(p);
+    pl_steps_free(seed);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* An OpenAI-compatible server at its own URL: the key is sent only when
+ * its variable is set, read at each request. */
+Test(llm_openai, a_compatible_server_gets_a_key_only_when_it_is_set)
+{
+    setenv("PL_TEST_EXPECT_KEY", "sk-compat-99", 1);
+    serve(script(2, answer("one", NULL, NULL, NULL),
+                 answer("two", NULL, NULL, NULL)));
+    unsetenv("OPENAI_API_KEY");
+    char url[128];
+    snprintf(url, sizeof url, "openai+http://127.0.0.1:%d/v1#m", g_srv.port);
+    pl_registry *reg = t_llm_registry(url, NULL);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "k1");
+    expect_str(t_str(pl_outcome_result(out), "text"), "one");
+    pl_outcome_free(out);
+    setenv("OPENAI_API_KEY", "sk-compat-99", 1);
+    out = t_agent(e, "hi", "[]", "k2");
+    unsetenv("OPENAI_API_KEY");
+    expect_str(t_str(pl_outcome_result(out), "text"), "two");
+    pl_outcome_free(out);
+    cJSON *log = t_server_log(&g_srv);
+    expect_str(t_str(cJSON_GetArrayItem(log, 0), "auth"), "none");
+    expect_str(t_str(cJSON_GetArrayItem(log, 1), "auth"), "bearer");
+    cr_expect(cJSON_IsTrue(at(cJSON_GetArrayItem(log, 1), "auth_matches")));
+    cJSON_Delete(log);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* Retries and failures                                                     */
@@ -472,6 +541,23 @@ Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
     cr_assert_eq(pl_run_start(&out, e, &a, NULL), PL_OK);
     cr_expect_eq(out->status, PL_RUN_FAILED);
     expect_has(out->reason, "OPENAI_API_KEY");
+    /* nothing was recorded: with the key set (and here a server of our
+     * own to ask) the run continues */
+    char run[128];
+    snprintf(run, sizeof run, "%s", out->run_id);
+    pl_outcome_free(out);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_expect_eq(pl_llm_run_tokens(&tok, e, run), PL_OK);
+    cr_expect_eq(tok.exchanges, 0);
+    serve(script(1, answer("keyed", NULL, NULL, NULL)));
+    setenv("OPENAI_BASE_URL", g_srv.base, 1);
+    setenv("OPENAI_API_KEY", "sk-now-set", 1);
+    cr_assert_eq(pl_run_continue(&out, e, run, NULL), PL_OK, "%s", pl_errmsg());
+    unsetenv("OPENAI_BASE_URL");
+    unsetenv("OPENAI_API_KEY");
+    cr_expect_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    expect_str(t_str(pl_outcome_result(out), "text"), "keyed");
     pl_outcome_free(out);
     cJSON_Delete(p);
     pl_engine_close(e);

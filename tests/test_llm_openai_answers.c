@@ -169,6 +169,13 @@ Test(llm_openai, bad_model_urls_are_clear_errors)
     o.output_schema = NULL;
     o.base_url = "ftp://x";
     cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    /* a base URL without a host */
+    const char *hostless[] = {"http://", "https:///v1", "http://:8080/v1"};
+    for (size_t i = 0; i < sizeof hostless / sizeof hostless[0]; i++) {
+        o.base_url = hostless[i];
+        cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o),
+                     PL_EINVAL, "%s", hostless[i]);
+    }
     cr_expect_eq(pl_llm_register(NULL, "m", "openai://x", NULL, NULL),
                  PL_EINVAL);
     cr_expect_eq(pl_llm_register(reg, "m", "openai+http://h:1/v1#x", NULL,
@@ -193,6 +200,17 @@ Test(llm_openai, structured_answer_is_parsed_when_it_fits)
     const cJSON *json = at(pl_outcome_result(out), "json");
     expect_str(t_str(json, "city"), "Oslo");
     cr_expect_eq(at(json, "temp")->valuedouble, 4);
+    expect_str(t_str(pl_outcome_result(out), "text"),
+               "{\"city\": \"Oslo\", \"temp\": 4}");
+    /* a schema that does not compile, or is no object: at registration */
+    const char *bad[] = {"{\"$ref\": \"#/definitions/none\"}",
+                         "{\"unevaluatedProperties\": false}", "{"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.output_schema = bad[i];
+        cr_expect_eq(pl_llm_register(reg, "llm2", "openai://m", NULL, &o),
+                     PL_EINVAL, "%s", bad[i]);
+        cr_expect_null(pl_registry_find(reg, "llm2"));
+    }
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -211,6 +229,11 @@ Test(llm_openai, with_tools_the_structured_answer_comes_by_submit)
     cr_assert_eq(out->status, PL_RUN_COMPLETED);
     cr_expect_eq(at(at(pl_outcome_result(out), "json"), "total")->valuedouble,
                  21);
+    /* the final step's "text" is the JSON text of its "json" */
+    cJSON *text = cJSON_Parse(t_str(pl_outcome_result(out), "text"));
+    cr_expect(cJSON_Compare(text, at(pl_outcome_result(out), "json"), 1), "%s",
+              t_text(pl_outcome_result(out)));
+    cJSON_Delete(text);
     cr_expect_eq(t_calls.add, 1);
     cJSON *log = t_server_log(&g_srv);
     const cJSON *tools = at(req(log, 0), "tools");
@@ -374,11 +397,17 @@ Test(llm_openai, each_request_is_recorded_with_the_digest_of_what_was_sent)
 typedef struct diverged {
     int n;
     char payload[600], detail[600];
+    uint64_t tokens[2]; /* the last completed call of "llm": in, out */
 } diverged;
 
 static void on_diverged(const pl_event *ev, void *user)
 {
     diverged *d = user;
+    if (ev->kind == PL_EVENT_CALL_COMPLETED && ev->policy &&
+        strcmp(ev->policy, "llm") == 0) {
+        d->tokens[0] = ev->tokens_in;
+        d->tokens[1] = ev->tokens_out;
+    }
     if (ev->kind != PL_EVENT_DIVERGED)
         return;
     d->n++;
@@ -461,6 +490,82 @@ Test(llm_openai, a_changed_system_prompt_is_a_divergence_on_replay)
     free(same);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+static int g_probe_calls;
+
+/* Fails the run at its first call (a crash's stand-in), then succeeds. */
+static int probe(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)a, (void)user;
+    if (g_probe_calls++ == 0)
+        return pl_errorf(PL_EIO, "probe: the first call fails the run");
+    return pl_steps_add_resultf(out, "{s:b}", "ok", 1);
+}
+
+/* Open @p store with the LLM policy and "probe" described as @p desc. */
+static pl_engine *probe_engine(pl_registry **reg, const char *store,
+                               const char *desc, diverged *d)
+{
+    pl_llm_options o = opts();
+    *reg = t_llm_registry("openai://test-model", &o);
+    pl_policy_def def = PL_POLICY_DEF_INIT;
+    def.name = "probe";
+    def.fn = probe;
+    def.description = desc;
+    cr_assert_eq(pl_registry_add(*reg, &def), PL_OK);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.on_event = on_diverged;
+    eo.event_user = d;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store, *reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    return e;
+}
+
+/* A turn replayed after a tool's description changed was asked another
+ * request: a divergence, nothing sent; with the description as it was,
+ * the run goes on. */
+Test(llm_openai, a_changed_tool_description_is_a_divergence_on_replay)
+{
+    serve(script(2, answer(NULL, "p1", "probe", "{}"),
+                 answer("probed", NULL, NULL, NULL)));
+    const char *store = t_store_path();
+    diverged d = {0};
+    pl_registry *reg;
+    g_probe_calls = 0;
+    pl_engine *e = probe_engine(&reg, store, "Probe the system.", &d);
+    pl_outcome *out = t_agent(e, "probe it", "[\"probe\"]", "desc");
+    cr_expect_eq(out->status, PL_RUN_FAILED);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    for (int k = 0; k < 2; k++) {
+        e = probe_engine(&reg, store,
+                         k ? "Probe the system." : "Probe it, gently.", &d);
+        cr_assert_eq(pl_run_continue(&out, e, "desc", NULL), PL_OK, "%s",
+                     pl_errmsg());
+        cr_expect_eq(out->status, k ? PL_RUN_COMPLETED : PL_RUN_FAILED,
+                     "%d: %s", k, out->reason ? out->reason : "");
+        if (!k) {
+            cr_expect_eq(out->error, PL_ENONDET);
+            expect_has(out->reason, "the tools");
+            cr_expect_eq(d.n, 1);
+            cr_expect_eq(t_server_requests(&g_srv), 1, "nothing was sent");
+        } else {
+            expect_str(t_str(pl_outcome_result(out), "text"), "probed");
+            /* the call's event reports the invocation's tokens so far */
+            cr_expect(d.tokens[0] == 40 && d.tokens[1] == 10, "%llu %llu",
+                      (unsigned long long)d.tokens[0],
+                      (unsigned long long)d.tokens[1]);
+        }
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    cr_expect_eq(t_server_requests(&g_srv), 2);
+    cr_expect_eq(d.n, 1);
 }
 
 typedef struct pool_run {

@@ -206,6 +206,44 @@ Test(llm_providers, anthropic_and_ollama_urls)
     pl_registry_free(reg);
 }
 
+/* $ANTHROPIC_BASE_URL and $GEMINI_BASE_URL name the server when the
+ * options do not; options.base_url wins over $OPENAI_BASE_URL. */
+static void base_from(const char *protocol, const char *model, const char *var,
+                      bool in_options)
+{
+    char script[200];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"%s\", \"responses\": [{\"answer\": "
+             "{\"text\": \"here\"}, \"usage\": [2, 1]}]}",
+             protocol);
+    t_server srv;
+    t_server_start(&srv, script);
+    char base[80];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
+    setenv(var, in_options ? "http://127.0.0.1:1/v1" : base, 1);
+    pl_llm_options o = quick(in_options ? base : NULL);
+    pl_registry *reg = t_llm_registry(model, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "env");
+    unsetenv(var);
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "here", "%s: %s",
+                     var, t_text(pl_outcome_result(out)));
+    cr_expect_eq(t_server_requests(&srv), 1, "%s", var);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+}
+
+Test(llm_providers, base_urls_from_the_environment_and_the_options)
+{
+    base_from("anthropic", "anthropic://c", "ANTHROPIC_BASE_URL", false);
+    base_from("gemini", "gemini://g", "GEMINI_BASE_URL", false);
+    base_from("openai", "openai://m", "OPENAI_BASE_URL", true);
+}
+
 Test(llm_providers, gemini_function_calling_round_trip)
 {
     const char *key = "gm-test-key-31337";
@@ -265,6 +303,15 @@ Test(llm_providers, gemini_function_calling_round_trip)
     expect_str(t_str(resp, "name"), "add");
     cr_expect_eq(at(at(resp, "response"), "sum")->valuedouble, 2);
     cJSON_Delete(log);
+    /* the call came without an id: its step has one made, call_E_I */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "gm", "0.0"), PL_OK, "%s", pl_errmsg());
+    const char *id = NULL;
+    for (size_t i = 0; i < pl_steps_count(l) && !id; i++)
+        if (pl_step_type_of(pl_steps_at(l, i)) == PL_STEP_ACTION_CALL)
+            id = t_str(pl_step_payload(pl_steps_at(l, i)), "call_id");
+    expect_str(id, "call_0_0");
+    pl_steps_free(l);
 
     pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
     cr_assert_eq(pl_llm_run_tokens(&tok, e, "gm"), PL_OK);

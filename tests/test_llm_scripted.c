@@ -29,11 +29,19 @@ static const char *SCRIPT =
 static char g_url[4300];
 static const char *g_script;
 
-static pl_registry *scripted_registry(const char *script_text)
+/* The scripted model playing @p script_text, with @p o (NULL: the
+ * defaults). */
+static pl_registry *scripted_with(const char *script_text,
+                                  const pl_llm_options *o)
 {
     g_script = t_write_file("script.json", script_text);
     snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
-    return t_llm_registry(g_url, NULL);
+    return t_llm_registry(g_url, o);
+}
+
+static pl_registry *scripted_registry(const char *script_text)
+{
+    return scripted_with(script_text, NULL);
 }
 
 static uint64_t served(void) { return t_scripted_served(g_script); }
@@ -113,6 +121,10 @@ Test(llm_scripted, faults_and_the_end_of_the_script_are_error_results)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_agent(e, "hi", "[]", "u1");
     cr_expect_str_eq(t_str(pl_outcome_result(o), "code"), PL_ERR_UNAUTHORIZED);
+    /* the error result ends the turn: it carries the turn's tokens */
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(
+                  pl_outcome_result(o), "tokens_in")),
+              "%s", t_text(pl_outcome_result(o)));
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -454,18 +466,113 @@ Test(llm_scripted, malformed_answers_of_every_shape_are_named)
     }
 }
 
+/* reprompt_limit counts re-prompts in a row: one allowed, two malformed
+ * answers apart both re-prompted.  Without loop() the call ends with the
+ * re-prompt's step, {"text", "reprompt": true, "again": true}. */
+Test(llm_scripted, reprompts_are_counted_in_a_row)
+{
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    o.reprompt_limit = 1;
+    pl_registry *reg = scripted_with(
+        "{\"responses\": [{\"tool_calls\": [{\"name\": \"nope\", "
+        "\"arguments\": {}}]}, {\"tool_calls\": [{\"name\": \"add\", "
+        "\"arguments\": {\"a\": 1, \"b\": 2}}]}, {\"tool_calls\": "
+        "[{\"name\": \"nope\", \"arguments\": {}}]}, {\"text\": "
+        "\"3\"}, {\"tool_calls\": [{\"name\": \"nope\", \"arguments\": "
+        "{}}]}]}",
+        &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "1+2?", "[\"add\"]", "row");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "3", "%s",
+                     t_text(pl_outcome_result(out)));
+    cr_expect_eq(served(), 4);
+    cr_expect_eq(t_calls.add, 1);
+    pl_outcome_free(out);
+    /* a new run plays the script from its first answer: to the LLM
+     * policy called alone */
+    out = t_start(e, "llm", "{\"text\": \"hi\"}", "alone");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "reprompt")),
+              "%s", t_text(r));
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "again")));
+    cr_expect(t_str(r, "text") && strstr(t_str(r, "text"), "'nope'"), "%s",
+              t_text(r));
+    /* the turn's last step, it carries the turn's tokens */
+    const cJSON *tk[3] = {cJSON_GetObjectItemCaseSensitive(r, "tokens"),
+                          cJSON_GetObjectItemCaseSensitive(r, "tokens_in"),
+                          cJSON_GetObjectItemCaseSensitive(r, "tokens_out")};
+    cr_assert(cJSON_IsNumber(tk[0]) && cJSON_IsNumber(tk[1]) &&
+                  cJSON_IsNumber(tk[2]),
+              "%s", t_text(r));
+    cr_expect(tk[0]->valuedouble > 0 &&
+                  tk[0]->valuedouble == tk[1]->valuedouble + tk[2]->valuedouble,
+              "%s", t_text(r));
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The root policy "twice": the LLM policy called twice, two ledgers. */
+static int twice(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    cJSON *r[2] = {NULL, NULL};
+    int st = pl_ctx_invoke(&r[0], ctx, "llm", a->payload);
+    if (!st)
+        st = pl_ctx_invoke(&r[1], ctx, "llm", a->payload);
+    if (!st)
+        st = pl_steps_add_result(out, r[1]);
+    cJSON_Delete(r[0]);
+    cJSON_Delete(r[1]);
+    return st;
+}
+
+/* pl_llm_run_tokens() sums the model calls of every ledger of a run.  Each
+ * invocation plays the script from its first response. */
+Test(llm_scripted, a_runs_tokens_are_summed_over_its_ledgers)
+{
+    pl_registry *reg = scripted_registry(
+        "{\"responses\": [{\"text\": \"a\", \"usage\": {\"input\": 5, "
+        "\"output\": 1}}, {\"text\": \"b\", \"usage\": {\"input\": 7, "
+        "\"output\": 2}}]}");
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "twice";
+    d.fn = twice;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "twice", "{\"text\": \"hi\"}", "two");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(o), "text"), "a");
+    char path[4400];
+    snprintf(path, sizeof path, "%s.served", g_script);
+    char *lines = t_read_file(path, NULL);
+    cr_expect_str_eq(lines, "0\n0\n", "each response's number, as played");
+    free(lines);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "two"), PL_OK);
+    cr_expect(tok.input == 10 && tok.output == 2 && tok.exchanges == 2,
+              "%llu %llu %llu", (unsigned long long)tok.input,
+              (unsigned long long)tok.output,
+              (unsigned long long)tok.exchanges);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 static void tool_error_run(pl_llm_tool_errors rule, const char *want_code,
                            uint64_t want_served)
 {
-    g_script = t_write_file(
-        "script.json",
-        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
-        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
-        "{\"text\": \"The tool failed; I give up.\"}]}");
-    snprintf(g_url, sizeof g_url, "scripted://%s", g_script);
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
     o.tool_errors = rule;
-    pl_registry *reg = t_llm_registry(g_url, &o);
+    pl_registry *reg = scripted_with(
+        "{\"responses\": [{\"tool_calls\": [{\"id\": \"b1\", \"name\": "
+        "\"add\", \"arguments\": {\"a\": \"one\"}}]}, "
+        "{\"text\": \"The tool failed; I give up.\"}]}",
+        &o);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     pl_outcome *out = t_agent(e, "hi", "[\"add\"]", "te");
     cr_assert_eq(out->status, PL_RUN_COMPLETED);

@@ -9,6 +9,7 @@
  */
 #include "llm_support.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,25 +18,39 @@ typedef struct rec {
     pl_llm_delta_kind kind;
     char *text;
     char tool[64];
+    bool no_tool; /* tool was NULL */
     unsigned index, turn;
     int replayed;
     char run[64], path[64];
+    pthread_t thread; /* the callback's */
 } rec;
 
 #define MAX_RECS 20000
 static rec g_recs[MAX_RECS];
 static size_t g_n;
 
+static pthread_mutex_t g_recs_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_bad; /* a callback without its user pointer, or past the end */
+
+/* Called on a pool's threads too: no assertion here (recs_clear() checks
+ * g_bad). */
 static void on_delta(const pl_llm_delta *d, void *user)
 {
-    cr_assert_eq(user, (void *)g_recs);
-    cr_assert_lt(g_n, MAX_RECS);
+    pthread_mutex_lock(&g_recs_mu); /* runs of a pool call it at once */
+    if (user != (void *)g_recs || g_n >= MAX_RECS) {
+        g_bad = 1;
+        pthread_mutex_unlock(&g_recs_mu);
+        return;
+    }
     rec *r = &g_recs[g_n++];
+    pthread_mutex_unlock(&g_recs_mu);
+    r->thread = pthread_self();
     r->kind = d->kind;
     r->text = malloc(d->len + 1);
     memcpy(r->text, d->text, d->len);
     r->text[d->len] = '\0';
     snprintf(r->tool, sizeof r->tool, "%s", d->tool ? d->tool : "");
+    r->no_tool = d->tool == NULL;
     r->index = d->tool_index;
     r->turn = d->turn;
     r->replayed = d->replayed;
@@ -45,6 +60,7 @@ static void on_delta(const pl_llm_delta *d, void *user)
 
 static void recs_clear(void)
 {
+    cr_expect_eq(g_bad, 0, "a delta without its user pointer, or too many");
     for (size_t i = 0; i < g_n; i++)
         free(g_recs[i].text);
     g_n = 0;
@@ -195,6 +211,12 @@ static void expect_deltas_make(const cJSON *x, unsigned turn, bool split,
         cr_expect_str_eq(g_recs[i].run, run);
         cr_expect_str_eq(g_recs[i].path, "0.0");
         cr_expect_eq(g_recs[i].replayed, 0);
+        /* only a call's arguments name a tool; the marks carry "" */
+        cr_expect_eq(g_recs[i].no_tool,
+                     g_recs[i].kind != PL_LLM_DELTA_TOOL_ARGS);
+        if (g_recs[i].kind == PL_LLM_DELTA_RESTARTED ||
+            g_recs[i].kind == PL_LLM_DELTA_END)
+            cr_expect_str_eq(g_recs[i].text, "");
         if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS) {
             cr_expect_str_eq(g_recs[i].tool, "effect");
             cr_expect_eq(g_recs[i].index, 0);
@@ -282,6 +304,17 @@ static int flaky(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* An OpenAI model with @p o, and flaky() as the policy @p tool. */
+static pl_registry *with_flaky(const pl_llm_options *o, const char *tool)
+{
+    pl_registry *reg = t_llm_registry("openai://m", o);
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = tool;
+    d.fn = flaky;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    return reg;
+}
+
 /* A turn served from the ledger delivers its recorded answer whole:
  * one text delta, one delta for each call's arguments, marked replayed. */
 Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
@@ -295,11 +328,7 @@ Test(llm_stream, a_replayed_turn_is_one_delta_a_part)
               "{\"answer\": {\"text\": \"It worked the second time.\"}, "
               "\"usage\": [20, 5]}]}");
     pl_llm_options o = quick(srv.base, true);
-    pl_registry *reg = t_llm_registry("openai://m", &o);
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "flaky";
-    d.fn = flaky;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_registry *reg = with_flaky(&o, "flaky");
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
     g_flaky_calls = 0;
     pl_outcome *out = t_agent(e, "try", "[\"flaky\"]", "rp");
@@ -414,12 +443,184 @@ static void refused(const char *protocol, const char *model_fmt,
     cr_expect(t_str(r, "message") && strstr(t_str(r, "message"), want),
               "message %s, wanted %s", t_str(r, "message"), want);
     cr_expect_eq(t_server_requests(&srv), 1, "not retried");
+    /* what it delivered is void: the restart ends it, no end */
+    for (size_t i = 0; i < g_n; i++)
+        cr_expect_neq(g_recs[i].kind, PL_LLM_DELTA_END);
+    if (g_n)
+        cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_RESTARTED);
     cJSON *x = exchanges(e, "bad");
     cr_expect_null(at(cJSON_GetArrayItem(x, 0), "answer"));
     cJSON_Delete(x);
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A server that answers a stream request with a whole JSON body: read as
+ * one, its answer one delta a part, then the end; recorded as streamed. */
+Test(llm_stream, a_whole_body_for_a_stream_is_one_delta_a_part)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"responses\": [{\"whole\": true, \"answer\": "
+                         "{\"text\": \"Noting it, whole.\", \"tool_calls\": "
+                         "[{\"id\": \"c1\", \"name\": \"effect\", "
+                         "\"arguments\": {\"note\": \"n\"}}]}, "
+                         "\"usage\": [9, 4]}, {\"whole\": true, \"answer\": "
+                         "{\"text\": \"Done.\"}, \"usage\": [12, 2]}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note", "[\"effect\"]", "wh");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Done.");
+    size_t n = 0;
+    char *t1 = joined(1, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t1, "Noting it, whole.");
+    cr_expect_eq(n, 1);
+    char *a1 = joined(1, PL_LLM_DELTA_TOOL_ARGS, &n);
+    cJSON *args = cJSON_Parse(a1), *want = t_json("{\"note\": \"n\"}");
+    cr_expect(cJSON_Compare(args, want, 1), "%s", a1);
+    cr_expect_eq(n, 1);
+    cr_assert_eq(g_n, 5, "text, arguments, end; text, end");
+    cr_expect_eq(g_recs[2].kind, PL_LLM_DELTA_END);
+    cr_expect_str_eq(g_recs[1].tool, "effect");
+    cr_expect_eq(g_recs[4].kind, PL_LLM_DELTA_END);
+    for (size_t i = 0; i < g_n; i++)
+        cr_expect_eq(g_recs[i].replayed, 0);
+    pl_llm_tokens tok = PL_LLM_TOKENS_INIT;
+    cr_assert_eq(pl_llm_run_tokens(&tok, e, "wh"), PL_OK);
+    cr_expect_eq(tok.input, 21);
+    cr_expect_eq(tok.output, 6);
+    cJSON_Delete(args);
+    cJSON_Delete(want);
+    free(t1);
+    free(a1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A policy whose name the provider refuses goes under a name of its own:
+ * its argument deltas name the policy, as the steps do. */
+Test(llm_stream, the_deltas_of_a_renamed_tool_name_the_policy)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"responses\": [{\"answer\": {\"tool_calls\": "
+                         "[{\"id\": \"c1\", \"tool\": 0, \"arguments\": "
+                         "{\"n\": 12345678}}]}}, {\"answer\": {\"text\": "
+                         "\"Charged.\"}}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = with_flaky(&o, "orders.charge");
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    g_flaky_calls = 1; /* it succeeds */
+    pl_outcome *out = t_agent(e, "charge", "[\"orders.charge\"]", "rn");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cJSON *log = t_server_log(&srv);
+    const char *wire = cJSON_GetStringValue(
+        cJSON_GetArrayItem(at(cJSON_GetArrayItem(log, 0), "tool_names"), 0));
+    cr_expect(wire && strcmp(wire, "orders.charge") != 0, "sent as %s", wire);
+    size_t n = 0;
+    for (size_t i = 0; i < g_n; i++)
+        if (g_recs[i].kind == PL_LLM_DELTA_TOOL_ARGS) {
+            cr_expect_str_eq(g_recs[i].tool, "orders.charge");
+            n++;
+        }
+    cr_expect_gt(n, 1, "the arguments came in pieces");
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A stream cut on every attempt: each cut is followed by its restart, and
+ * the call, failed for good, ends with the restart, never an end. */
+Test(llm_stream, a_call_cut_for_good_ends_with_its_restart)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv, "{\"rest\": {\"answer\": {\"text\": \"Never "
+                         "whole, alas.\"}, \"chunk\": 2, \"cut_after\": 3}, "
+                         "\"responses\": []}");
+    pl_llm_options o = quick(srv.base, true);
+    o.max_attempts = 2;
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "cut2");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect(cJSON_IsTrue(at(r, "error")), "%s", t_text(r));
+    cr_expect_str_eq(t_str(r, "code"), PL_ERR_RETRYABLE_SERVER, "%s",
+                     t_text(r));
+    cr_expect_eq(t_server_requests(&srv), 2);
+    size_t restarts = 0;
+    for (size_t i = 0; i < g_n; i++) {
+        cr_expect_neq(g_recs[i].kind, PL_LLM_DELTA_END, "delta %zu", i);
+        restarts += g_recs[i].kind == PL_LLM_DELTA_RESTARTED;
+    }
+    cr_expect_eq(restarts, 2);
+    cr_assert_gt(g_n, 2);
+    cr_expect_eq(g_recs[g_n - 1].kind, PL_LLM_DELTA_RESTARTED);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
+/* A run recorded without streaming continues with it: the recorded turn
+ * is served whole, the next streamed, the model asked once each. */
+Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(&srv,
+                   "{\"responses\": [{\"answer\": {\"text\": \"Trying.\", "
+                   "\"tool_calls\": [{\"id\": \"c1\", \"name\": \"flaky\", "
+                   "\"arguments\": {}}]}, \"usage\": [10, 5]},"
+                   "{\"answer\": {\"text\": \"It worked then.\"}, "
+                   "\"usage\": [20, 5]}]}");
+    pl_llm_options plain = quick(srv.base, false), o = quick(srv.base, true);
+    pl_registry *regs[2] = {with_flaky(&plain, "flaky"),
+                            with_flaky(&o, "flaky")};
+    pl_engine *e[2];
+    const char *store = t_store_path();
+    g_flaky_calls = 0;
+    e[0] = t_engine(store, regs[0], PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e[0], "try", "[\"flaky\"]", "mix");
+    cr_assert_eq(out->status, PL_RUN_FAILED);
+    pl_outcome_free(out);
+    pl_engine_close(e[0]);
+    cr_expect_eq(g_n, 0, "nothing streamed");
+    e[1] = t_engine(store, regs[1], PL_DURABILITY_PROCESS);
+    cr_assert_eq(pl_run_continue(&out, e[1], "mix", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_eq(t_server_requests(&srv), 2);
+    size_t n = 0;
+    char *t1 = joined(1, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t1, "Trying.");
+    cr_expect(g_recs[0].replayed);
+    char *t2 = joined(2, PL_LLM_DELTA_TEXT, &n);
+    cr_expect_str_eq(t2, "It worked then.");
+    cr_expect_gt(n, 1, "turn 2 streamed");
+    free(t1);
+    free(t2);
+    pl_outcome_free(out);
+    pl_engine_close(e[1]);
+    for (int k = 0; k < 2; k++)
+        pl_registry_free(regs[k]);
     t_server_stop(&srv);
     recs_clear();
 }
@@ -517,6 +718,94 @@ Test(llm_stream, the_scripted_model_streams)
     free(t2);
     free(a1);
     pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    recs_clear();
+}
+
+/* An options struct of version 1 or 2, from before on_delta: whatever
+ * lies past its end is not read, so the model does not stream.  (The
+ * script has no "usage": the scripted model's default is checked too.) */
+Test(llm_stream, an_older_options_struct_does_not_stream)
+{
+    const char *script = t_write_file(
+        "s.json", "{\"responses\": [{\"text\": \"Two words.\"}]}");
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    for (unsigned v = 1; v <= PL_LLM_OPTIONS_VERSION; v++) {
+        recs_clear();
+        pl_llm_options o = quick(NULL, true);
+        o.version = v;
+        pl_registry *reg = t_llm_registry(url, &o);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *out = t_agent(e, "hi", "[]", "old");
+        cr_assert_eq(out->status, PL_RUN_COMPLETED);
+        cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Two words.");
+        cr_expect_eq(g_n, v < 3 ? 0 : 3, "version %u: %zu deltas", v, g_n);
+        /* no "usage" in the script: a quarter of the request's bytes and
+         * of the answer's */
+        cJSON *x = exchanges(e, "old");
+        const cJSON *x0 = cJSON_GetArrayItem(x, 0), *u = at(x0, "usage");
+        char *ans = cJSON_PrintUnformatted(at(x0, "answer"));
+        cr_assert(ans && cJSON_IsNumber(at(x0, "request_bytes")));
+        cr_expect_eq(at(u, "input")->valueint,
+                     at(x0, "request_bytes")->valueint / 4);
+        cr_expect_eq(at(u, "output")->valueint, (int)(strlen(ans) / 4));
+        free(ans);
+        cJSON_Delete(x);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    recs_clear();
+}
+
+typedef struct pooled {
+    char id[16];
+    pthread_t thread; /* the one its run ran on */
+    int status;
+} pooled;
+
+static void pooled_agent(pl_engine *e, void *user)
+{
+    pooled *r = user;
+    r->thread = pthread_self();
+    pl_outcome *o = t_agent(e, "hi", "[]", r->id);
+    r->status = (int)o->status;
+    pl_outcome_free(o);
+}
+
+/* on_delta is called on the thread running the policy: runs on a pool's
+ * threads get their deltas on their own threads. */
+Test(llm_stream, deltas_come_on_the_thread_of_their_run)
+{
+    recs_clear();
+    const char *script = t_write_file(
+        "s.json", "{\"responses\": [{\"text\": \"Three small words.\"}]}");
+    char url[4300];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_llm_options o = quick(NULL, true);
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_pool *pool = NULL;
+    pl_pool_options po = PL_POOL_OPTIONS_INIT;
+    po.threads = 2;
+    cr_assert_eq(pl_pool_new(&pool, e, &po), PL_OK, "%s", pl_errmsg());
+    pooled runs[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(runs[i].id, sizeof runs[i].id, "pool-%d", i);
+        cr_assert_eq(pl_pool_submit(pool, pooled_agent, &runs[i]), PL_OK);
+    }
+    cr_assert_eq(pl_pool_wait(pool), PL_OK);
+    pl_pool_free(pool);
+    cr_expect_eq(g_n, 4 * 4, "three words and an end, each run");
+    for (size_t i = 0; i < g_n; i++) {
+        int k = -1;
+        cr_assert(sscanf(g_recs[i].run, "pool-%d", &k) == 1 && k >= 0 && k < 4);
+        cr_expect_eq(runs[k].status, PL_RUN_COMPLETED);
+        cr_expect(pthread_equal(g_recs[i].thread, runs[k].thread),
+                  "delta %zu of %s on another thread", i, g_recs[i].run);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
     recs_clear();

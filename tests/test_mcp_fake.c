@@ -118,7 +118,12 @@ Test(mcp, an_input_schema_the_validator_refuses)
     cr_expect_null(F.mcp);
     cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
     close_all();
+    /* version 1 of the options has no unchecked_schemas: it is false */
     o.unchecked_schemas = true;
+    o.version = 1;
+    cr_expect_eq(register_fake("unevaluated", &o), PL_EINVAL);
+    close_all();
+    o.version = PL_MCP_OPTIONS_VERSION;
     cr_assert_eq(register_fake("unevaluated", &o), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(pl_mcp_tool_count(F.mcp), 6);
     const pl_policy_def *strict = pl_registry_find(F.reg, "fake.strict");
@@ -207,20 +212,34 @@ Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
 {
     pl_mcp_options o = quiet();
     open_fake("ok", &o);
-    cJSON *got = run("r1",
-                     "[{\"tool\": \"fake.die\"},"
-                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
-                     2);
-    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
-    cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
-    cJSON_Delete(got);
-    close_all();
+    /* a server that exits, then one that closes its output, alive */
+    const char *const deaths[][3] = {
+        {"r1", "{}", "exited"},
+        {"r3", "{\"mute\": true}", "closed its output"}};
+    cJSON *got;
+    for (int k = 0; k < 2; k++) {
+        char calls[256];
+        snprintf(calls, sizeof calls,
+                 "[{\"tool\": \"fake.die\", \"args\": %s},"
+                 " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
+                 deaths[k][1]);
+        got = run(deaths[k][0], calls, 2);
+        expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, deaths[k][2]);
+        cr_expect(strstr(first_text(at(got, 1)), "\"c\""), "%s", t_text(got));
+        cJSON_Delete(got);
+    }
     char log[4300];
     snprintf(log, sizeof log, "%s/log", F.dir);
-    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 2);
-    cr_expect_eq(count_lines(log, "tools/list", NULL), 2,
-                 "one list, in two "
-                 "pages, not read again");
+    cr_expect_eq(count_lines(log, "\"initialize\"", NULL), 3);
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 4,
+                 "one list, in two pages, read again at the call after "
+                 "the first restart");
+    /* the server started again may be another version of itself: the
+     * call after the one that started it lists its tools again */
+    got = run("r2", "[{\"tool\": \"fake.echo\", \"args\": {}}]", 1);
+    cJSON_Delete(got);
+    close_all();
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 6, "listed again");
 }
 
 /* A JSON-RPC error's code is taken as sent: one past an int's range
@@ -437,6 +456,102 @@ Test(mcp, a_name_taken_registers_none)
     snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
     cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "fake", spec, &o), PL_EEXIST);
     cr_expect_eq(pl_registry_count(F.reg), 1);
+}
+
+/* A result's items as the header keeps them, with max_inline_bytes 8:
+ * audio, image and a blob as their size and, within the cap, their data;
+ * a resource's text cut at a character within it; a resource_link as
+ * sent; data "==" no bytes (it was 2^64 - 2).  An isError result's code read from its text, each rule once; a
+ * JSON-RPC error -32002 or -32601 NotFound.  ('' is ", for legibility.) */
+static const char *const g_kinds =
+    "[{'tool': 'fake.fail', 'args': {'text': '', 'result': {'content': ["
+    "{'type': 'audio', 'mimeType': 'audio/wav', 'data': 'UklGRiQAAABXQVZF'},"
+    "{'type': 'image', 'mimeType': 'image/png', 'data': 'iVBO'},"
+    "{'type': 'resource', 'resource': {'uri': 'file:///a', 'mimeType': "
+    "'text/plain', 'text': 'abcdefg\u00e9 tail'}},"
+    "{'type': 'resource', 'resource': {'uri': 'file:///b', 'mimeType': "
+    "'application/octet-stream', 'blob': 'AAECAwQFBgc='}},"
+    "{'type': 'resource_link', 'uri': 'file:///c', 'name': 'c', 'x': 1},"
+    "{'type': 'image', 'mimeType': 'image/png', 'data': '=='}]}}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Access denied: /etc'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'path outside the roots'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'no PERMISSION here'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'writes not allowed'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Unauthorized caller'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'the query timed out'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Timeout reached'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'Invalid date'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'schema validation: bad'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'x is required'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'ENOENT: /x'}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'No such table'}},"
+    "{'tool': 'fake.fail', 'args': {'text': '', 'result': {'isError': true, "
+    "'content': [{'type': 'text', 'text': 'first'}, {'type': 'image', "
+    "'data': 'iVBO'}, {'type': 'text', 'text': 'second'}]}}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'gone', 'rpc': -32002}},"
+    "{'tool': 'fake.fail', 'args': {'text': 'no method', 'rpc': -32601}}]";
+
+static const cJSON *item_of(const cJSON *r, int i)
+{
+    const cJSON *c = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(r, "content"), i);
+    cr_assert_not_null(c, "no item %d in %s", i, t_text(r));
+    return c;
+}
+
+static double num_of(const cJSON *v, const char *key)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, key);
+    cr_assert(cJSON_IsNumber(n), "no number \"%s\" in %s", key, t_text(v));
+    return n->valuedouble;
+}
+
+Test(mcp, each_kind_of_content_and_error_text_reads_as_documented)
+{
+    pl_mcp_options o = quiet();
+    o.max_inline_bytes = 8;
+    open_fake("ok", &o);
+    char calls[4096];
+    snprintf(calls, sizeof calls, "%s", g_kinds);
+    for (char *p = calls; *p; p++)
+        *p = *p == '\'' ? '"' : *p;
+    cJSON *got = run("r1", calls, 16);
+    const cJSON *r = at(got, 0), *it = item_of(r, 0);
+    cr_expect_str_eq(s_of(it, "type"), "audio");
+    cr_expect_str_eq(s_of(it, "mimeType"), "audio/wav");
+    cr_expect_eq(num_of(it, "bytes"), 12);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "omitted")));
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(it, "data"));
+    it = item_of(r, 1);
+    cr_expect_str_eq(s_of(it, "data"), "iVBO");
+    cr_expect_eq(num_of(it, "bytes"), 3);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(item_of(r, 2),
+                                                        "resource");
+    cr_expect_str_eq(s_of(res, "uri"), "file:///a");
+    cr_expect_str_eq(s_of(res, "mimeType"), "text/plain");
+    cr_expect_str_eq(s_of(res, "text"), "abcdefg", "cut before the \u00e9");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "truncated")));
+    res = cJSON_GetObjectItemCaseSensitive(item_of(r, 3), "resource");
+    cr_expect_str_eq(s_of(res, "uri"), "file:///b");
+    cr_expect_eq(num_of(res, "bytes"), 8);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "omitted")));
+    cJSON *link = t_json("{\"type\": \"resource_link\", \"uri\": "
+                         "\"file:///c\", \"name\": \"c\", \"x\": 1}");
+    cr_expect(cJSON_Compare(item_of(r, 4), link, 1), "%s", t_text(r));
+    cJSON_Delete(link);
+    cr_expect_eq(num_of(item_of(r, 5), "bytes"), 0, "'==' is no data");
+    const char *codes[] = {
+        PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,     PL_ERR_FORBIDDEN,
+        PL_ERR_FORBIDDEN,     PL_ERR_UNAUTHORIZED,  PL_ERR_TIMEOUT,
+        PL_ERR_TIMEOUT,       PL_ERR_INVALID_INPUT, PL_ERR_INVALID_INPUT,
+        PL_ERR_INVALID_INPUT, PL_ERR_NOT_FOUND,     PL_ERR_NOT_FOUND};
+    for (int i = 0; i < 12; i++)
+        expect_error(at(got, 1 + i), codes[i], NULL);
+    expect_error(at(got, 13), PL_ERR_TOOL_BUG, "first\nsecond");
+    expect_error(at(got, 14), PL_ERR_NOT_FOUND, "error -32002: gone");
+    expect_error(at(got, 15), PL_ERR_NOT_FOUND, "error -32601: no method");
+    cJSON_Delete(got);
+    close_all();
 }
 
 /* A tool list that names a tool twice is refused before any of its tools

@@ -273,6 +273,54 @@ Test(mcp_http, the_session_id_is_initializes_whatever_comes_after,
     cr_expect_eq(requests(&g_servers[0], "initialize"), 1);
 }
 
+/* Every request after initialize carries its session id and the version
+ * it negotiated; the bearer token is read at each request (a variable
+ * unset sends none) and is not in the store. */
+Test(mcp_http, each_request_carries_its_session_version_and_token_as_now,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{}", &o);
+    cJSON *got = echo_calls("r1", 1);
+    cJSON_Delete(got);
+    unsetenv("PL_TEST_MCP_TOKEN");
+    got = echo_calls("r2", 1);
+    setenv("PL_TEST_MCP_TOKEN", TOKEN, 1);
+    cr_expect(strstr(first_text(at(got, 0)), "\"i\": 0"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    const cJSON *e;
+    int calls = 0;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = s_of(e, "method");
+        bool init = strcmp(m, "initialize") == 0;
+        const char *sid = cJSON_GetStringValue(
+                       cJSON_GetObjectItemCaseSensitive(e, "session")),
+                   *v = cJSON_GetStringValue(
+                       cJSON_GetObjectItemCaseSensitive(e, "protocol_version"));
+        cr_expect(init ? !sid : sid && strcmp(sid, "s-1") == 0, "%s",
+                  t_text(e));
+        cr_expect(init || (v && strcmp(v, "2025-06-18") == 0), "%s", t_text(e));
+        bool second = strcmp(m, "tools/call") == 0 && calls++ == 1;
+        cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "auth")),
+                     !second, "%s", t_text(e));
+    }
+    cr_expect_eq(calls, 2);
+    cJSON_Delete(l);
+    pl_engine_close(F.engine);
+    F.engine = NULL;
+    FILE *f = t_on_pg() ? NULL : fopen(F.store, "rb");
+    static char bytes[1 << 20];
+    size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    cr_expect(!f || n > 0);
+    for (size_t i = 0; i + strlen(TOKEN) <= n; i++)
+        cr_expect(memcmp(bytes + i, TOKEN, strlen(TOKEN)) != 0,
+                  "the token is in the store at %zu", i);
+    if (f)
+        fclose(f);
+}
+
 /* A 404 of the session: a new session is started (initialize again, as
  * the spec says) and the call sent once more in it; a server that ends
  * the new one at once too is a RetryableServer error, no loop. */
@@ -442,6 +490,47 @@ Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline,
     expect_error(at(got, 1), PL_ERR_TIMEOUT, NULL);
     cr_expect(strstr(first_text(at(got, 2)), "\"i\": 2"), "%s", t_text(got));
     cJSON_Delete(got);
+}
+
+/* An event stream that goes on after the answer is left once the answer
+ * has come: the call succeeds, well before its timeout. */
+Test(mcp_http, an_event_stream_is_left_once_the_answer_came,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 10000;
+    open_on("{\"call\": [{\"forever\": true, \"sse\": true, "
+            "\"answer_first\": true}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    all_echoed(got, 2);
+    cJSON_Delete(got);
+}
+
+/* notifications/tools/list_changed on an answer's event stream: the next
+ * call lists the tools again, the one after does not. */
+Test(mcp_http, a_list_changed_on_an_event_stream_lists_the_tools_again,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"sse\": true, \"list_changed\": true}]}", &o);
+    cJSON *got = echo_calls("r1", 3);
+    all_echoed(got, 3);
+    cJSON_Delete(got);
+    cJSON *l = log_of(&g_servers[0]);
+    int call = 0, lists = 0, lists_before[3] = {0};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l)
+    {
+        const char *m = s_of(e, "method");
+        lists += strcmp(m, "tools/list") == 0;
+        if (strcmp(m, "tools/call") == 0 && call < 3)
+            lists_before[call++] = lists;
+    }
+    cJSON_Delete(l);
+    cr_expect_eq(lists_before[0], 1, "registration's");
+    cr_expect_eq(lists_before[1], 2, "listed again after the notification");
+    cr_expect_eq(lists_before[2], 2, "and not again");
 }
 
 static long max_rss_kb(void)

@@ -284,6 +284,20 @@ Test(mcp_tools, a_list_the_server_says_changed_is_read_again_for_new_calls)
     cJSON_Delete(s3);
 }
 
+static int g_code_changed;   /* PL_EVENT_CODE_CHANGED seen */
+static char g_codes[2][512]; /* the last one's, recorded and new */
+
+static void on_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_CODE_CHANGED || !ev->diff)
+        return;
+    g_code_changed++;
+    const char *c[2] = {ev->diff->recorded_code, ev->diff->new_code};
+    for (int k = 0; k < 2; k++)
+        snprintf(g_codes[k], sizeof g_codes[k], "%s", c[k] ? c[k] : "");
+}
+
 Test(mcp_tools, a_replay_after_the_server_changed_its_tools_is_served)
 {
     start();
@@ -305,12 +319,22 @@ Test(mcp_tools, a_replay_after_the_server_changed_its_tools_is_served)
     cr_expect_null(pl_mcp_tool(T.mcp, "read_text_file"));
     cr_expect_null(pl_mcp_tool(NULL, READ));
     /* the run replays from its ledger: the server is sent no call, and
-     * the tools it recorded stay as recorded */
+     * the tools it recorded stay as recorded; the changed tool's call is
+     * reported as recorded by other code */
+    pl_engine_close(T.engine);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.on_event = on_event;
+    cr_assert_eq(pl_engine_open(&T.engine, T.store, T.reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, T.engine, "r1", NULL), PL_OK);
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     cr_expect_eq(o->calls_executed, 0);
     pl_outcome_free(o);
+    cr_expect_eq(g_code_changed, 1);
+    cr_expect_str_eq(g_codes[0], old_code);
+    cr_expect_str_eq(g_codes[1], code_of(READ));
     cr_expect_eq(sent("\"tools/call\""), calls, "a replay sent a call");
     cJSON *s1 = snapshots("r1");
     const cJSON *first = cJSON_GetArrayItem(s1, 0);

@@ -529,12 +529,11 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         llm_free(m);
         return pl__err(PL_ENOMEM, "out of memory");
     }
-    if (base && strncmp(base, "http://", 7) != 0 &&
-        strncmp(base, "https://", 8) != 0) {
+    if (base && !pl__llm_base_ok(base)) {
         llm_free(m);
         return pl__err(PL_EINVAL,
                        "pl_llm_register: base_url '%.200s' is not an http:// "
-                       "or https:// URL",
+                       "or https:// URL with a host",
                        o.base_url);
     }
     if (o.output_schema) {

@@ -24,7 +24,7 @@ static bool has_ctl(const char *s)
 }
 
 /* "http://host[:port][/path]": a host is required. */
-static bool base_ok(const char *b)
+bool pl__llm_base_ok(const char *b)
 {
     const char *host = NULL;
     if (strncmp(b, "http://", 7) == 0)
@@ -82,7 +82,7 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
         out->model = pl__strdup(hash + 1);
         out->base_url = pl__asprintf("%.*s://%.*s", (int)(slen - 7), url + 7,
                                      (int)(hash - rest), rest);
-        if (out->base_url && !base_ok(out->base_url)) {
+        if (out->base_url && !pl__llm_base_ok(out->base_url)) {
             pl__llm_url_free(out);
             return pl__err(PL_EINVAL, "model URL '%.200s': no host", url);
         }

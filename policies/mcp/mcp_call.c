@@ -71,7 +71,10 @@ static bool add_data(cJSON *to, const char *key, const char *b64, size_t cap)
     size_t len = strlen(b64);
     size_t pad = len >= 2 && b64[len - 1] == '=' ? (b64[len - 2] == '=' ? 2 : 1)
                                                  : 0;
-    if (!cJSON_AddNumberToObject(to, "bytes", (double)(len / 4 * 3 - pad)))
+    /* "==" alone is no data, not 2^64 - 2 bytes */
+    size_t whole = len / 4 * 3;
+    if (!cJSON_AddNumberToObject(to, "bytes",
+                                 (double)(whole > pad ? whole - pad : 0)))
         return false;
     if (len <= cap)
         return cJSON_AddStringToObject(to, key, b64) != NULL;
