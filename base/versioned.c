@@ -51,7 +51,8 @@ LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        END(pl_worker_options, skipped), sizeof(pl_worker_options));
-LAYOUT(schedule, pl_schedule, PL_SCHEDULE, sizeof(pl_schedule));
+LAYOUT(schedule, pl_schedule, PL_SCHEDULE, END(pl_schedule, start_ms),
+       sizeof(pl_schedule));
 LAYOUT(tombstone, pl_tombstone, PL_TOMBSTONE, sizeof(pl_tombstone));
 LAYOUT(prune_options, pl_prune_options, PL_PRUNE_OPTIONS,
        sizeof(pl_prune_options));

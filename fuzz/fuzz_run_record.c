@@ -270,7 +270,11 @@ static void sched(const uint8_t *data, size_t size)
           strcmp(r.payload, back.payload) == 0 &&
           strcmp(r.last_run, back.last_run) == 0 && r.overlap == back.overlap &&
           r.catch_up == back.catch_up && r.catch_up_max == back.catch_up_max &&
-          r.created_ms == back.created_ms && r.cursor_ms == back.cursor_ms);
+          r.created_ms == back.created_ms && r.cursor_ms == back.cursor_ms &&
+          r.priority == back.priority && r.flow_limit == back.flow_limit &&
+          !r.flow_key == !back.flow_key &&
+          (!r.flow_key || strcmp(r.flow_key, back.flow_key) == 0) &&
+          r.deadline_in_ms == back.deadline_in_ms);
     pl__sched_rec_clear(&back);
     /* bound to its name: the same bytes under another do not read */
     CHECK(pl__sched_rec_decode(&back, "sched-2", b.data, b.len) != PL_OK);

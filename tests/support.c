@@ -447,3 +447,28 @@ bool t_proc_ends(long pid)
     }
     return t_proc_gone(pid);
 }
+
+static void *t_worker_main(void *arg)
+{
+    t_worker *w = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = w->concurrency;
+    o.poll_ms = 10;
+    w->rc = pl_worker_run(w->e, &o);
+    return NULL;
+}
+
+void t_worker_start(t_worker *w, pl_engine *e, unsigned concurrency)
+{
+    memset(w, 0, sizeof *w);
+    w->e = e;
+    w->concurrency = concurrency;
+    cr_assert_eq(pthread_create(&w->th, NULL, t_worker_main, w), 0);
+}
+
+void t_worker_stop(t_worker *w)
+{
+    pl_worker_stop(w->e);
+    cr_assert_eq(pthread_join(w->th, NULL), 0);
+    cr_assert_eq(w->rc, PL_OK, "the worker: %s", pl_errmsg());
+}

@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <policyledger.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,6 +108,18 @@ void t_rmtree(const char *path);
 /* Wait for the forked child @p pid and assert that it died of SIGKILL;
  * the failure says @p when (where it should have died) and how it ended. */
 void t_expect_killed(int pid, const char *when);
+
+/* A worker (pl_worker_run(), polling every 10 ms) on a thread of the
+ * test's process: t_worker_start() starts it with @p concurrency threads;
+ * t_worker_stop() stops it and asserts it returned PL_OK. */
+typedef struct t_worker {
+    pthread_t th;
+    pl_engine *e;
+    unsigned concurrency;
+    int rc;
+} t_worker;
+void t_worker_start(t_worker *w, pl_engine *e, unsigned concurrency);
+void t_worker_stop(t_worker *w);
 
 /* A registry with the test policies below. */
 pl_registry *t_registry(void);

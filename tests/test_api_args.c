@@ -169,10 +169,16 @@ Test(api_args, engine_and_runs)
 
 #define SCHED(name, cron, zone, policy, payload)                               \
     (&(pl_schedule){PL_SCHEDULE_VERSION, (name), (cron), (zone), (policy),     \
-                    (payload), PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0})
+                    (payload), PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0, 0,     \
+                    NULL, 0, 0})
 #define SCHED_V(v)                                                             \
     (&(pl_schedule){(v), "s", "* * * * *", NULL, "echo", NULL,                 \
-                    PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0})
+                    PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0, 0, NULL, 0, 0})
+/* A schedule's run options (version 2) */
+#define SCHED_RUN(prio, key, limit, deadline_in)                               \
+    (&(pl_schedule){PL_SCHEDULE_VERSION, "s", "* * * * *", NULL, "echo", NULL, \
+                    PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0, (prio), (key),    \
+                    (limit), (deadline_in)})
 #define WORKER_V(v) (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, 0})
 #define POOL(v, threads, per, stack)                                           \
     (&(pl_pool_options){(v), (threads), (per), (stack)})
@@ -234,6 +240,11 @@ static void pool_task(pl_engine *e, void *user)
     X(sched_policy_empty, PL_EINVAL, "policy", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, "", NULL))) \
     X(sched_policy_long, PL_EINVAL, "policy", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, f->long_name, NULL))) \
     X(sched_payload_arr, PL_EJSON, "payload", OUT_ANY, pl_schedule_put(f->e, SCHED("s", "* * * * *", NULL, "echo", f->arr))) \
+    X(sched_prio, PL_EINVAL, "priority", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(-1001, NULL, 0, 0))) \
+    X(sched_key_limit, PL_EINVAL, "concurrency_limit", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, "k", 0, 0))) \
+    X(sched_limit_key, PL_EINVAL, "concurrency_key", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, NULL, 1, 0))) \
+    X(sched_key_empty, PL_EINVAL, "concurrency key", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, "", 1, 0))) \
+    X(sched_deadline, PL_EINVAL, "deadline_in_ms", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, NULL, 0, -1))) \
     X(sched_del_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_delete(NULL, "s"))         \
     X(sched_del_name, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, NULL))         \
     X(sched_del_ctrl, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, CTRL_ID))      \

@@ -277,38 +277,6 @@ static void f_await_status(pl_engine *e, const char *id, pl_run_status want)
     }
 }
 
-typedef struct f_worker {
-    pthread_t th;
-    pl_engine *e;
-    unsigned concurrency;
-    int rc;
-} f_worker;
-
-static void *f_worker_main(void *arg)
-{
-    f_worker *w = arg;
-    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
-    o.concurrency = w->concurrency;
-    o.poll_ms = 10;
-    w->rc = pl_worker_run(w->e, &o);
-    return NULL;
-}
-
-static void f_worker_start(f_worker *w, pl_engine *e, unsigned concurrency)
-{
-    memset(w, 0, sizeof *w);
-    w->e = e;
-    w->concurrency = concurrency;
-    cr_assert_eq(pthread_create(&w->th, NULL, f_worker_main, w), 0);
-}
-
-static void f_worker_stop(f_worker *w)
-{
-    pl_worker_stop(w->e);
-    cr_assert_eq(pthread_join(w->th, NULL), 0);
-    cr_assert_eq(w->rc, PL_OK, "%s", pl_errmsg());
-}
-
 static void f_setup(void)
 {
     snprintf(f_dir, sizeof f_dir, "%s", t_tmpdir());
@@ -383,8 +351,8 @@ Test(flow, priorities_drain_in_order)
         prio_of[i] = prios[(i * 3) % 8];
         f_submit(e, "order", json, id, prio_of[i], NULL, 0);
     }
-    f_worker w;
-    f_worker_start(&w, e, 1); /* one at a time: the order is the queue's */
+    t_worker w;
+    t_worker_start(&w, e, 1); /* one at a time: the order is the queue's */
     for (int ms = 0;; ms += 10) {
         pthread_mutex_lock(&f_mu);
         int n = f_n_seen;
@@ -394,7 +362,7 @@ Test(flow, priorities_drain_in_order)
         cr_assert_lt(ms, F_BOUND_MS, "%d of %d runs executed", n, N);
         f_nap(10);
     }
-    f_worker_stop(&w);
+    t_worker_stop(&w);
     /* higher priority first; first in, first out within a priority */
     for (int i = 1; i < N; i++) {
         int a = f_seen[i - 1], b = f_seen[i];
@@ -427,8 +395,8 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
         snprintf(json, sizeof json, "{\"name\": \"%s\"}", id);
         f_submit(e, "gate", json, id, 0, "b", 2);
     }
-    f_worker w;
-    f_worker_start(&w, e, 2);
+    t_worker w;
+    t_worker_start(&w, e, 2);
     for (int i = 0; i < 6; i++) {
         char id[24];
         snprintf(id, sizeof id, "b%d", i);
@@ -441,7 +409,7 @@ Test(flow, a_run_waiting_for_its_key_holds_no_worker)
     f_path(p, sizeof p, "a1.block");
     unlink(p);
     f_await_status(e, "a2", PL_RUN_COMPLETED);
-    f_worker_stop(&w);
+    t_worker_stop(&w);
     cr_assert_eq(status_of(e, "a1"), PL_RUN_COMPLETED);
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -468,11 +436,11 @@ Test(flow, a_continued_run_keeps_its_place)
     pl_outcome_free(o);
     cr_assert_eq(status_of(e, "p~1"), PL_RUN_SUBMITTED);
     f_n_seen = 0;
-    f_worker w;
-    f_worker_start(&w, e, 1);
+    t_worker w;
+    t_worker_start(&w, e, 1);
     f_await_status(e, "z", PL_RUN_COMPLETED);
     f_await_status(e, "p~1", PL_RUN_COMPLETED);
-    f_worker_stop(&w);
+    t_worker_stop(&w);
     cr_assert_eq(f_n_seen, 2);
     cr_assert_eq(f_seen[0], 1, "p~1 went first (it kept p's place)");
     cr_assert_eq(f_seen[1], 2);
@@ -492,8 +460,8 @@ Test(flow, a_continued_run_keeps_its_key)
     f_touch("c.block");
     f_submit(e, "relay", "{\"left\": 1, \"then\": \"gate\", \"name\": \"c\"}",
              "c", 0, "a", 1);
-    f_worker w;
-    f_worker_start(&w, e, 2);
+    t_worker w;
+    t_worker_start(&w, e, 2);
     for (int ms = 0; !f_exists("c.in"); ms += 10) {
         cr_assert_lt(ms, F_BOUND_MS, "c~1 never ran");
         f_nap(10);
@@ -509,7 +477,7 @@ Test(flow, a_continued_run_keeps_its_key)
     unlink(p);
     f_await_status(e, "a2", PL_RUN_COMPLETED);
     f_await_status(e, "c~1", PL_RUN_COMPLETED);
-    f_worker_stop(&w);
+    t_worker_stop(&w);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -548,10 +516,10 @@ Test(flow, an_older_store_gains_its_queue_order)
     cr_assert_eq(status_of(e, "old-queued"), PL_RUN_SUBMITTED);
     pl_engine_close(e);
     e = f_engine(path, reg, "host-a");
-    f_worker w;
-    f_worker_start(&w, e, 1);
+    t_worker w;
+    t_worker_start(&w, e, 1);
     f_await_status(e, "old-queued", PL_RUN_COMPLETED);
-    f_worker_stop(&w);
+    t_worker_stop(&w);
     cr_assert_eq(f_n_seen, 1);
     cr_assert_eq(f_seen[0], 7);
     pl_engine_close(e);

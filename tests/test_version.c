@@ -12,17 +12,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The code the "flow" policy stands for: 0 = before the change (no version
  * point); else a point "pay-v2" with these bounds, and "b" before it when
  * g_two. */
 static int g_code, g_min, g_max = 1;
 static bool g_two, g_suspend, g_suspend_late;
+/* after the point, when the run's payload says "late": "sleep", a sleep;
+ * "wait", a wait for event "go", whose payload's "x" the result carries */
 
 static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
-    (void)a;
     (void)user;
+    const cJSON *late = cJSON_GetObjectItemCaseSensitive(a->payload, "late");
+    const char *lt = cJSON_IsString(late) ? late->valuestring : "";
     cJSON *r = NULL;
     int st = pl_ctx_invokef(&r, ctx, "echo", "{s:i}", "step", 1);
     cJSON_Delete(r);
@@ -49,11 +53,23 @@ static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         if (st)
             return st;
     }
+    if (!strcmp(lt, "sleep") && (st = pl_ctx_sleep(ctx, 1)))
+        return st;
+    int x = 0;
+    if (!strcmp(lt, "wait")) {
+        cJSON *ev = NULL;
+        if ((st = pl_ctx_wait_event(&ev, ctx, "go", PL_WAIT_FOREVER)))
+            return st;
+        const cJSON *xv = cJSON_GetObjectItemCaseSensitive(ev, "x");
+        x = cJSON_IsNumber(xv) ? xv->valueint : -1;
+        cJSON_Delete(ev);
+    }
     st = pl_ctx_invokef(&r, ctx, "echo", "{s:i}", "v", v);
     cJSON_Delete(r);
     if (st)
         return st;
-    return pl_steps_add_resultf(out, "{s:i, s:i}", "v", v, "b", vb);
+    return pl_steps_add_resultf(out, "{s:i, s:i, s:i}", "v", v, "b", vb, "x",
+                                x);
 }
 
 /* A policy that checks the argument rules. */
@@ -85,7 +101,7 @@ typedef struct seen {
 } seen;
 
 /* A worker under test stops when it has met a run newer code recorded
- * twice (g_stop_on == 1) or completes one (2). */
+ * twice (g_stop_on == 1), or completes one (2) or two (3). */
 static pl_engine *g_engine;
 static int g_stop_on;
 
@@ -94,7 +110,8 @@ static void on_event(const pl_event *ev, void *user)
     seen *s = user;
     if (ev->kind == PL_EVENT_DIVERGED)
         s->diverged++;
-    if (ev->kind == PL_EVENT_RUN_COMPLETED && ++s->completed && g_stop_on == 2)
+    if (ev->kind == PL_EVENT_RUN_COMPLETED && ++s->completed &&
+        (g_stop_on == 2 || (g_stop_on == 3 && s->completed == 2)))
         pl_worker_stop(g_engine);
     if (ev->kind != PL_EVENT_VERSION)
         return;
@@ -110,6 +127,7 @@ static void on_event(const pl_event *ev, void *user)
 }
 
 static pl_registry *g_reg;
+static unsigned g_lease_ms; /* 0: the default */
 
 static pl_engine *open_engine(seen *s)
 {
@@ -118,6 +136,7 @@ static pl_engine *open_engine(seen *s)
     cr_assert_eq(pl_registry_add_fn(g_reg, "bad_args", bad_args, NULL), PL_OK);
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.durability = PL_DURABILITY_PROCESS;
+    o.lease_ms = g_lease_ms;
     o.on_event = on_event;
     o.event_user = s;
     pl_engine *e = NULL;
@@ -135,6 +154,7 @@ static void close_engine(pl_engine *e)
     g_min = 0;
     g_max = 1;
     g_two = g_suspend = g_suspend_late = false;
+    g_lease_ms = 0;
 }
 
 static int result_int(const pl_outcome *o, const char *k)
@@ -507,6 +527,86 @@ Test(version, older_code_leaves_a_run_newer_code_recorded)
     cr_assert_eq(pl_run_continue(&o, e, "rolling", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_expect_eq(result_int(o, "v"), 2);
+    pl_outcome_free(o);
+    cr_expect_eq(s.diverged, 0);
+    g_stop_on = 0;
+    close_engine(e);
+}
+
+/* A run newer code recorded, parked on a timer and on an event: older
+ * code's wake and signal leave it as it was (not failed, nothing
+ * recorded, the event kept), and hand it back at once: newer code
+ * completes it without waiting for a lease to run out (an hour here: a
+ * run kept leased would hang the test). */
+Test(version, a_wake_or_a_signal_meeting_older_code_waits_for_newer)
+{
+    seen s = {0};
+    g_lease_ms = 3600000;
+    pl_engine *e = open_engine(&s);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    g_code = 1;
+    g_max = 2;
+    pl_outcome *o = t_start(e, "flow", "{\"late\": \"sleep\"}", "sleeper");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", o->reason);
+    pl_outcome_free(o);
+    o = t_start(e, "flow", "{\"late\": \"wait\"}", "listener");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", o->reason);
+    pl_outcome_free(o);
+    char *sleeper = root_ledger(e, "sleeper");
+    char *listener = root_ledger(e, "listener");
+
+    /* older code: the sleeper's timer comes due and is woken */
+    g_max = 1;
+    s.newer = 0;
+    int64_t next = 0;
+    for (int i = 0; i < 200 && !s.newer; i++) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
+    }
+    cr_expect_geq(s.newer, 1);
+    pl_run_status now = status_of(e, "sleeper");
+    cr_expect(now == PL_RUN_WAITING || now == PL_RUN_RUNNING, "%s",
+              pl_run_status_name(now));
+    char *after = root_ledger(e, "sleeper");
+    cr_expect_str_eq(after, sleeper);
+    free(after);
+
+    /* older code: the event is sent and delivered; the run is left */
+    cJSON *go = t_json("{\"x\": 7}");
+    o = NULL;
+    int st = pl_run_signal(&o, e, "listener", "go", go);
+    cJSON_Delete(go);
+    cr_expect(st == PL_OK || st == PL_ENEWERCODE, "%s: %s", pl_status_name(st),
+              pl_errmsg());
+    cr_expect_null(o);
+    now = status_of(e, "listener");
+    cr_expect(now == PL_RUN_WAITING || now == PL_RUN_RUNNING, "%s",
+              pl_run_status_name(now));
+    after = root_ledger(e, "listener");
+    cr_expect_str_eq(after, listener);
+    free(after);
+    free(sleeper);
+    free(listener);
+
+    /* newer code: a worker completes both, the event consumed once */
+    g_max = 2;
+    uint64_t done = 0, failed = 0;
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 5;
+    wo.completed = &done;
+    wo.failed = &failed;
+    g_stop_on = 3;
+    s.completed = 0;
+    cr_assert_eq(pl_worker_run(e, &wo), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(done, 2);
+    cr_expect_eq(failed, 0);
+    cr_expect_eq(status_of(e, "sleeper"), PL_RUN_COMPLETED);
+    cr_expect_eq(status_of(e, "listener"), PL_RUN_COMPLETED);
+    cr_assert_eq(pl_run_continue(&o, e, "listener", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(result_int(o, "v"), 2);
+    cr_expect_eq(result_int(o, "x"), 7);
     pl_outcome_free(o);
     cr_expect_eq(s.diverged, 0);
     g_stop_on = 0;

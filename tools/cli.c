@@ -663,4 +663,9 @@ void cli_json_schedule(cJSON *s)
     if (last && !*last)
         cJSON_ReplaceItemInObjectCaseSensitive(s, "last_run",
                                                cJSON_CreateNull());
+    const char *key = cJSON_GetStringValue(
+        cJSON_GetObjectItem(s, "concurrency_key"));
+    if (key && !*key)
+        cJSON_ReplaceItemInObjectCaseSensitive(s, "concurrency_key",
+                                               cJSON_CreateNull());
 }

@@ -156,7 +156,8 @@ bool cli_json_document(FILE *f, const cJSON *item);
 bool cli_json_string_or_null(cJSON *o, const char *key, const char *v);
 
 /* A schedule as pl_schedule_list() gives it, made as the tools print it:
- * "last_run" null for a schedule that has started none. */
+ * "last_run" null for a schedule that has started none, "concurrency_key"
+ * null for one without a key. */
 void cli_json_schedule(cJSON *s);
 
 /*

@@ -33,6 +33,29 @@ static void when(char *out, size_t n, int64_t at_ms, int64_t now_ms)
     snprintf(out, n, d < 0 ? "%s (%s ago)" : "%s (in %s)", t, span);
 }
 
+/* What a tick's run is submitted with: "prio -5, key exports/1, deadline
+ * 30 min", or "-" for nothing. */
+static void run_with(char *out, size_t n, const cJSON *s)
+{
+    int64_t prio = ms(s, "priority"), in = ms(s, "deadline_in_ms");
+    const char *key = str(s, "concurrency_key");
+    size_t at = 0;
+    out[0] = '\0';
+    if (prio)
+        at += (size_t)snprintf(out, n, "prio %lld", (long long)prio);
+    if (*key && at < n)
+        at += (size_t)snprintf(out + at, n - at, "%skey %s/%lld",
+                               at ? ", " : "", key,
+                               (long long)ms(s, "concurrency_limit"));
+    if (in && at < n) {
+        char span[40];
+        cli_span_text(span, sizeof span, in);
+        snprintf(out + at, n - at, "%sdeadline %s", at ? ", " : "", span);
+    }
+    if (!out[0])
+        snprintf(out, n, "-");
+}
+
 int cmd_schedules(pl_engine *e, const opts *o)
 {
     int64_t now_ms = cli_now_us() / 1000;
@@ -54,11 +77,12 @@ int cmd_schedules(pl_engine *e, const opts *o)
     } else if (o->format == FMT_JSONL) {
         cJSON_ArrayForEach(s, list) cli_json_line(stdout, s);
     } else {
-        printf("%-24s  %-20s  %-18s  %-16s  %-12s  %s\n", "SCHEDULE", "CRON",
-               "ZONE", "POLICY", "RULES", "NEXT (UTC)");
+        printf("%-24s  %-20s  %-18s  %-16s  %-12s  %-24s  %s\n", "SCHEDULE",
+               "CRON", "ZONE", "POLICY", "RULES", "RUNS WITH", "NEXT (UTC)");
         cJSON_ArrayForEach(s, list)
         {
-            char next[96], rules[48];
+            char next[96], rules[48], with[256];
+            run_with(with, sizeof with, s);
             int64_t due = ms(s, "due_ms");
             /* ticks waiting to fire (no worker ran) show first */
             bool late = due > 0 && due <= now_ms;
@@ -69,9 +93,10 @@ int cmd_schedules(pl_engine *e, const opts *o)
                          (int)ms(s, "catch_up_max"));
             else
                 snprintf(rules, sizeof rules, "%s,%s", str(s, "overlap"), cu);
-            printf("%-24s  %-20s  %-18s  %-16s  %-12s  %s%s\n", str(s, "name"),
-                   str(s, "cron"), str(s, "zone"), str(s, "policy"), rules,
-                   next, late ? ", due: no worker has fired it" : "");
+            printf("%-24s  %-20s  %-18s  %-16s  %-12s  %-24s  %s%s\n",
+                   str(s, "name"), str(s, "cron"), str(s, "zone"),
+                   str(s, "policy"), rules, with, next,
+                   late ? ", due: no worker has fired it" : "");
         }
     }
     cJSON_Delete(list);

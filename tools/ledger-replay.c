@@ -172,6 +172,7 @@ static void usage(FILE *f)
         "  --schedule-put NAME --cron EXPR [--zone Z] --policy P --payload "
         "JSON\n"
         "      [--overlap skip|allow] [--catch-up skip|latest|all:N]\n"
+        "      [--priority N] [--key K --key-limit N] [--deadline DURATION]\n"
         "                        create or replace schedule NAME: a run of P "
         "at every\n"
         "                        tick of the cron expression (5 fields) in "
@@ -186,6 +187,11 @@ static void usage(FILE *f)
         "no missed\n"
         "                        tick (default), the latest, or each of the "
         "last N.\n"
+        "                        Each run is submitted with --priority and "
+        "--key as\n"
+        "                        --submit's, and must end within --deadline "
+        "(30m, 2h)\n"
+        "                        of its tick.\n"
         "                        Needs no --plugin; the store is created if "
         "need be\n"
         "  --schedule-delete NAME\n"
@@ -328,7 +334,7 @@ static bool is_queue_flag(const char *a)
         "--priority",        "--key",      "--key-limit", "--retain",
         "--older-than",      "--status",   "--archive",   "--schedule-put",
         "--schedule-delete", "--cron",     "--zone",      "--policy",
-        "--overlap",         "--catch-up"};
+        "--overlap",         "--catch-up", "--deadline"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i]))
             return true;
@@ -379,6 +385,7 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
                         : !strcmp(a, "--policy")   ? &o->policy
                         : !strcmp(a, "--overlap")  ? &o->overlap
                         : !strcmp(a, "--catch-up") ? &o->catch_up
+                        : !strcmp(a, "--deadline") ? &o->deadline
                                                    : retention_slot(o, a);
     if (slot)
         *slot = v;
@@ -556,10 +563,11 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     bool sched = o->mode == MODE_SCHED_PUT || o->mode == MODE_SCHED_DELETE;
-    if ((o->cron || o->zone || o->policy || o->overlap || o->catch_up) &&
+    if ((o->cron || o->zone || o->policy || o->overlap || o->catch_up ||
+         o->deadline) &&
         o->mode != MODE_SCHED_PUT) {
-        cli_error("--cron, --zone, --policy, --overlap and --catch-up go with "
-                  "--schedule-put");
+        cli_error("--cron, --zone, --policy, --overlap, --catch-up and "
+                  "--deadline go with --schedule-put");
         return EXIT_USAGE;
     }
     if (o->mode == MODE_SCHED_PUT && (!o->cron || !o->policy || !o->payload)) {
@@ -629,8 +637,10 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--reason goes with --cancel");
         return EXIT_USAGE;
     }
-    if ((o->priority || o->key || o->key_limit) && o->mode != MODE_SUBMIT) {
-        cli_error("--priority, --key and --key-limit go with --submit");
+    if ((o->priority || o->key || o->key_limit) && o->mode != MODE_SUBMIT &&
+        o->mode != MODE_SCHED_PUT) {
+        cli_error("--priority, --key and --key-limit go with --submit or "
+                  "--schedule-put");
         return EXIT_USAGE;
     }
     if (!o->key != !o->key_limit) {

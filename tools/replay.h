@@ -84,6 +84,7 @@ typedef struct options {
     const char *sched_put, *sched_delete; /* the schedule's name */
     const char *cron, *zone, *policy;     /* --cron, --zone, --policy */
     const char *overlap, *catch_up;       /* --overlap, --catch-up */
+    const char *deadline;                 /* --deadline DURATION */
     /* time: --signal, --cancel */
     const char *name;   /* --name EVENT */
     const char *reason; /* --reason TEXT */

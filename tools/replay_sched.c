@@ -88,6 +88,26 @@ int prepare_schedule(tool *t)
                   cli_quote(q, sizeof q, o->catch_up));
         return EXIT_USAGE;
     }
+    if (o->priority)
+        s->priority = o->priority - PL_PRIORITY_MAX - 1;
+    if (o->key && (!*o->key || strlen(o->key) > PL_MAX_FLOW_KEY)) {
+        cli_error("bad --key %s: a concurrency key is 1 to %d bytes",
+                  cli_quote(q, sizeof q, o->key), PL_MAX_FLOW_KEY);
+        return EXIT_USAGE;
+    }
+    s->concurrency_key = o->key;
+    s->concurrency_limit = o->key_limit;
+    int64_t now = cli_now_us(), since;
+    /* a duration only (no date: those have a '-') */
+    if (o->deadline &&
+        (strchr(o->deadline, '-') ||
+         !cli_parse_time(&since, o->deadline, now) || since >= now)) {
+        cli_error("bad --deadline %s: give a duration (30m, 2h, 45s)",
+                  cli_quote(q, sizeof q, o->deadline));
+        return EXIT_USAGE;
+    }
+    if (o->deadline)
+        s->deadline_in_ms = (now - since) / 1000;
     t->payload = cli_parse_object(o->payload, "--payload");
     if (!t->payload)
         return EXIT_USAGE;

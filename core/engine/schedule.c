@@ -7,10 +7,11 @@
  * every schedule, and for each whose root policy is registered here, takes
  * the ticks after its cursor up to now, chooses those to start (catch-up
  * and overlap rules), submits a run for each with the id
- * "<name>@<tick in UTC, to the minute>", the cursor moved to its tick and
- * naming its run in the run's creating commit, then moves the cursor to the
- * last tick due (when that tick started no run), only ever over the record
- * it read.
+ * "<name>@<tick in UTC, to the minute>" (and the schedule's priority,
+ * concurrency key and deadline after the tick, if it has them), the cursor
+ * moved to its tick and naming its run in the run's creating commit, then
+ * moves the cursor to the last tick due (when that tick started no run),
+ * only ever over the record it read.
  *
  * EXACTLY ONCE.  Any number of processes and hosts may fire at once: a
  * tick's run id is the same for all, and the store creates a run id once
@@ -57,7 +58,28 @@ static ptrdiff_t find(const pl__kvs *all, const char *name)
     return -1;
 }
 
-/* The checks a definition passes: name, expression, zone, policy, rules. */
+/* The options of a tick's run, checked as pl_run_submit() checks them (its
+ * messages, after the schedule's name). */
+static int run_options_ok(const pl_schedule *s)
+{
+    char fn[PL__SCHED_NAME_MAX + 16];
+    snprintf(fn, sizeof fn, "schedule '%s'", s->name);
+    pl_run_options o = PL_RUN_OPTIONS_INIT;
+    o.priority = s->priority;
+    o.concurrency_key = s->concurrency_key;
+    o.concurrency_limit = s->concurrency_limit;
+    int st = pl__flow_options_ok(&o, fn, true);
+    if (!st &&
+        (s->deadline_in_ms < 0 || s->deadline_in_ms > PL__SCHED_DEADLINE_MAX))
+        st = pl__err(PL_EINVAL,
+                     "%s: a negative or huge deadline "
+                     "(deadline_in_ms %lld)",
+                     fn, (long long)s->deadline_in_ms);
+    return st;
+}
+
+/* The checks a definition passes: name, expression, zone, policy, rules,
+ * run options. */
 static int check_def(const pl_schedule *s, pl__cron *c)
 {
     if (!pl__sched_name_ok(s->name))
@@ -102,7 +124,7 @@ static int check_def(const pl_schedule *s, pl__cron *c)
     if (s->start_ms < 0)
         return pl__err(PL_EINVAL, "schedule '%s': start_ms is negative",
                        s->name);
-    return PL_OK;
+    return run_options_ok(s);
 }
 
 int pl_schedule_put(pl_engine *e, const pl_schedule *in)
@@ -140,6 +162,10 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
         .created_ms = now,
         .cursor_ms = s.start_ms ? s.start_ms : now,
         .last_run = "",
+        .priority = s.priority,
+        .flow_key = (char *)s.concurrency_key,
+        .flow_limit = s.concurrency_limit,
+        .deadline_in_ms = s.deadline_in_ms,
     };
     pl__buf rec = {0};
     pl__kvs all = {0};
@@ -272,6 +298,12 @@ int pl_schedule_list(cJSON **out, pl_engine *e, int64_t now_ms)
              !cJSON_AddStringToObject(o, "catch_up",
                                       catch_up_name(r.catch_up)) ||
              !cJSON_AddNumberToObject(o, "catch_up_max", r.catch_up_max) ||
+             !cJSON_AddNumberToObject(o, "priority", r.priority) ||
+             !cJSON_AddStringToObject(o, "concurrency_key",
+                                      r.flow_key ? r.flow_key : "") ||
+             !cJSON_AddNumberToObject(o, "concurrency_limit", r.flow_limit) ||
+             !cJSON_AddNumberToObject(o, "deadline_in_ms",
+                                      (double)r.deadline_in_ms) ||
              !cJSON_AddNumberToObject(o, "created_ms", (double)r.created_ms) ||
              !cJSON_AddNumberToObject(o, "cursor_ms", (double)r.cursor_ms) ||
              !cJSON_AddNumberToObject(o, "due_ms",
@@ -434,6 +466,11 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         a.payload = payload;
         pl_run_options o = PL_RUN_OPTIONS_INIT;
         o.run_id = id;
+        /* the schedule's options, its deadline counted from the tick */
+        o.priority = r.priority;
+        o.concurrency_key = r.flow_key;
+        o.concurrency_limit = r.flow_limit;
+        o.deadline_ms = r.deadline_in_ms ? tick + r.deadline_in_ms : 0;
         /* the run, and the cursor on its tick naming it, in one commit */
         if ((st = encode_at(&rec, name, &r, tick, id)))
             break;

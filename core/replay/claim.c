@@ -395,6 +395,10 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
             break;
         int st = pl__run_take_due(&o, w, &lease, &taken, &next);
         pl_outcome_free(o);
+        /* a run newer code recorded: back to the queue at once, for a
+         * worker running that code (worker.c hands it back the same way) */
+        if (taken && st == PL_ENEWERCODE)
+            pl__run_hand_back(e, lease.run, lease.gen, PL__HAND_BACK_US);
         if (!taken && (st == PL_ENOTFOUND || st == PL_EBUSY)) {
             /* none due; or one not taken now (next: soon) */
             next = next ? (next + 999) / 1000 : 0;

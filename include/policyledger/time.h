@@ -154,7 +154,11 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * next is due: the loop of an embedder without pl_worker_run() is
  * `pl_engine_wake(e, &next); sleep until next (or an event); repeat`.
  * The schedules' ticks due now are fired first (pl_schedule_fire(), on
- * this host's clock) and the runs they start executed here too.
+ * this host's clock) and the runs they start executed here too, one after
+ * the other, as pl_run_continue() executes a queued run: at once, a run
+ * with a concurrency key counted under it but not held back by it (a
+ * program that shares a key with workers lets the workers execute its
+ * schedules' runs, which wait for the key's room).
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
@@ -331,6 +335,22 @@ void pl_worker_stop(pl_engine *engine);
  * as new or superseded by an upgrade is live while its successor is);
  * PL_OVERLAP_ALLOW starts it anyway.
  *
+ * RUN OPTIONS.  A schedule may give its ticks' runs a priority, a
+ * concurrency key and its limit, and a deadline after the tick
+ * (pl_schedule version 2): each run is submitted with them, as
+ * pl_run_submit() with pl_run_options.priority, .concurrency_key,
+ * .concurrency_limit and .deadline_ms = tick + deadline_in_ms would submit
+ * it, whatever rule started it (a missed tick run late by a catch-up
+ * included: its deadline still counts from its tick).  So a nightly export
+ * under the key of the on-demand exports shares their limit with them (at
+ * most limit runs of the key execute at once, the schedule's and the
+ * submitted alike), and a schedule of low priority yields to interactive
+ * work queued near its tick (see pl_worker_run(), the queue's order).  A
+ * run waiting in the queue for its key's place is live: with
+ * PL_OVERLAP_SKIP the next tick is skipped while it waits.  A run past its
+ * deadline fails with PL_EDEADLINE at its next call boundary or wait, as a
+ * submitted run does.
+ *
  * A process fires only the schedules whose root policy it has registered
  * (the run records the policy's code identity); the others wait for a
  * process that has it.
@@ -349,7 +369,10 @@ typedef enum pl_schedule_catch_up {
     PL_CATCH_UP_ALL = 2     /**< each, the last catch_up_max of them */
 } pl_schedule_catch_up;
 
-#define PL_SCHEDULE_VERSION 1
+/* Version 2 appended what a tick's run is submitted with: priority, the
+ * concurrency key and its limit, and a deadline after its tick; a version 1
+ * struct is still accepted, its ticks' runs submitted without them. */
+#define PL_SCHEDULE_VERSION 2
 
 /** A schedule's definition.  Initialise with PL_SCHEDULE_INIT. */
 typedef struct pl_schedule {
@@ -366,18 +389,31 @@ typedef struct pl_schedule {
     /** The ticks after this Unix time (ms) are due; 0 = from now.  A time
      *  in the past makes the ticks since then missed ones (catch-up). */
     int64_t start_ms;
+    /*
+     * Since version 2: what each tick's run is submitted with, as
+     * pl_run_options has them for pl_run_submit() (checked as it checks
+     * them, the same errors and messages).  See RUN OPTIONS above.
+     */
+    int priority;                /**< -PL_PRIORITY_MAX..PL_PRIORITY_MAX;
+                                      0 by default */
+    const char *concurrency_key; /**< 1..PL_MAX_FLOW_KEY bytes; NULL: none */
+    unsigned concurrency_limit;  /**< with the key: 1 or more; else 0 */
+    /** The run must end within this many ms of its tick (its deadline,
+     *  pl_run_options.deadline_ms, is the tick plus this); 0 = none. */
+    int64_t deadline_in_ms;
 } pl_schedule;
 
 #define PL_SCHEDULE_INIT                                                       \
     { PL_SCHEDULE_VERSION, NULL, NULL, NULL, NULL, NULL, PL_OVERLAP_SKIP,      \
-      PL_CATCH_UP_SKIP, 0, 0 }
+      PL_CATCH_UP_SKIP, 0, 0, 0, NULL, 0, 0 }
 
 /**
  * Create schedule @p schedule->name, or replace the schedule of that name
  * (its ticks then count from start_ms, or from now; the run it started
  * last is kept, for the overlap rule).  Durable when this returns.
- * @return PL_OK; PL_EINVAL (a bad name, expression, zone, policy name or
- *         rule: the message says which and why; nothing is written);
+ * @return PL_OK; PL_EINVAL (a bad name, expression, zone, policy name,
+ *         rule or run option: the message says which and why; nothing is
+ *         written);
  *         PL_EJSON (a payload that is not an object); PL_ELIMIT (a payload
  *         over 64 KiB); PL_ESTATE (a read-only engine); the store's errors;
  *         PL_ENOMEM.
@@ -394,7 +430,9 @@ int pl_schedule_delete(pl_engine *engine, const char *name);
 /**
  * Every schedule, in name order, as a JSON array of objects: "name",
  * "cron", "zone", "policy", "payload", "overlap" ("skip", "allow"),
- * "catch_up" ("skip", "latest", "all"), "catch_up_max", "created_ms",
+ * "catch_up" ("skip", "latest", "all"), "catch_up_max", "priority",
+ * "concurrency_key" ("" for none), "concurrency_limit", "deadline_in_ms"
+ * (0 for none), "created_ms",
  * "cursor_ms" (the ticks up to it are handled), "due_ms" (the first tick
  * after the cursor: at or before @p now_ms, ticks are waiting to fire),
  * "next_ms" (the first tick after @p now_ms and the cursor) and

@@ -7,7 +7,7 @@
  *
  *   | key      | msgpack type | meaning                                    |
  *   |----------|--------------|--------------------------------------------|
- *   | v        | uint         | format version: 1                          |
+ *   | v        | uint         | format version: 1, or 2 with run options   |
  *   | cron     | str          | the cron expression (base/cron.h)          |
  *   | zone     | str          | "UTC" or a tz database name                |
  *   | policy   | str          | the root action of each run                |
@@ -19,7 +19,24 @@
  *   | cursor   | int          | the ticks at or before it (Unix ms) are    |
  *   |          |              | handled: started or skipped                |
  *   | last     | str          | the id of the last run it started, or ""   |
+ *   | prio     | int          | v 2, optional: each run's priority,        |
+ *   |          |              | nonzero, -PL_PRIORITY_MAX..PL_PRIORITY_MAX |
+ *   | key      | str          | v 2, optional: each run's concurrency key  |
+ *   |          |              | (1..PL_MAX_FLOW_KEY bytes), with limit     |
+ *   | limit    | uint         | with key: its limit, 1..INT32_MAX          |
+ *   | deadline | int          | v 2, optional: each run's deadline, this   |
+ *   |          |              | many ms after its tick (1..INT64_MAX / 4)  |
  *   | sum      | bin (32)     | last: the checksum                         |
+ *
+ * RUN OPTIONS (prio, key and limit, deadline) are written only when set,
+ * and a record that has one is version 2: a schedule without them keeps
+ * the version 1 record of the builds before them (whose records read with
+ * none), and a build that predates them refuses one that has them
+ * (PL_EVERSION: it fires the other schedules) rather than skip the keys as
+ * unknown and start runs without the key's limit or the deadline.  A
+ * version 2 record without a run option, a version 1 record with one, a
+ * value out of its range, a key without its limit or a limit without its
+ * key is PL_ECORRUPT.
  *
  * CHECKSUM: as run records' (runrec.c), SHA-256 of "policyledger/runrec"
  * NUL, 'c', the schedule's name, NUL and the bytes before "sum": a changed
@@ -52,9 +69,11 @@ int pl__sched_rec_encode(pl__buf *out, const char *name, const pl__sched_rec *r)
     msgpack_packer pk;
     packer_init(&pk, out);
     size_t start = out->len;
-    int rc = msgpack_pack_map(&pk, 12);
+    bool key = r->flow_key != NULL;
+    uint32_t opts = (r->priority != 0) + 2 * key + (r->deadline_in_ms != 0);
+    int rc = msgpack_pack_map(&pk, 12 + opts);
     rc = rc ? rc : pack_cstr(&pk, "v");
-    rc = rc ? rc : msgpack_pack_uint32(&pk, PL__SCHEDREC_VERSION);
+    rc = rc ? rc : msgpack_pack_uint32(&pk, opts ? 2 : 1);
     rc = rc ? rc : pack_cstr(&pk, "cron");
     rc = rc ? rc : pack_cstr(&pk, r->cron);
     rc = rc ? rc : pack_cstr(&pk, "zone");
@@ -75,6 +94,20 @@ int pl__sched_rec_encode(pl__buf *out, const char *name, const pl__sched_rec *r)
     rc = rc ? rc : msgpack_pack_int64(&pk, r->cursor_ms);
     rc = rc ? rc : pack_cstr(&pk, "last");
     rc = rc ? rc : pack_cstr(&pk, r->last_run ? r->last_run : "");
+    if (r->priority) {
+        rc = rc ? rc : pack_cstr(&pk, "prio");
+        rc = rc ? rc : msgpack_pack_int32(&pk, r->priority);
+    }
+    if (key) {
+        rc = rc ? rc : pack_cstr(&pk, "key");
+        rc = rc ? rc : pack_cstr(&pk, r->flow_key);
+        rc = rc ? rc : pack_cstr(&pk, "limit");
+        rc = rc ? rc : msgpack_pack_uint32(&pk, r->flow_limit);
+    }
+    if (r->deadline_in_ms) {
+        rc = rc ? rc : pack_cstr(&pk, "deadline");
+        rc = rc ? rc : msgpack_pack_int64(&pk, r->deadline_in_ms);
+    }
     uint8_t sum[PL_HASH_LEN];
     if (!rc && (rc = pl__runrec_sum('c', name, out->data + start,
                                     out->len - start, sum))) {
@@ -129,6 +162,7 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
     if (rd_head(&r, &h) || h.t != T_MAP || h.u > 64)
         goto bad;
     bool have_v = false, have_sum = false;
+    unsigned version = 0;
     unsigned seen = 0;
     for (uint64_t i = 0; i < h.u; i++) {
         const uint8_t *k, *at = r.p;
@@ -139,15 +173,16 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             uint64_t v;
             if (rd_uint(&r, &v))
                 goto bad;
-            if (v != PL__SCHEDREC_VERSION) {
+            if (v < 1 || v > PL__SCHEDREC_VERSION) {
                 pl__sched_rec_clear(out);
                 return pl__err(PL_EVERSION,
                                "schedule '%s' has format version %llu; this "
-                               "build reads version %d",
+                               "build reads versions 1 to %d",
                                name, (unsigned long long)v,
                                PL__SCHEDREC_VERSION);
             }
             have_v = true;
+            version = (unsigned)v;
         } else if (key_is(k, kn, "sum")) {
             const uint8_t *v;
             size_t vn;
@@ -171,7 +206,9 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
         } else {
             static const char *const keys[] = {
                 "cron",    "zone", "policy",  "payload", "overlap",
-                "catchup", "max",  "created", "cursor",  "last"};
+                "catchup", "max",  "created", "cursor",  "last",
+                "prio",    "key",  "limit",   "deadline"};
+            int64_t iv = 0;
             int which = -1, st = PL_OK;
             for (int j = 0; j < (int)PL__ARRAY_LEN(keys); j++)
                 if (key_is(k, kn, keys[j]))
@@ -194,6 +231,29 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             case 7: st = rd_int(&r, &out->created_ms); break;
             case 8: st = rd_int(&r, &out->cursor_ms); break;
             case 9: st = read_str(&r, PL_MAX_RUN_ID, &out->last_run); break;
+            case 10:
+                st = rd_int(&r, &iv) || !iv || iv < -PL_PRIORITY_MAX ||
+                             iv > PL_PRIORITY_MAX
+                         ? PL_ECORRUPT
+                         : PL_OK;
+                out->priority = (int32_t)iv;
+                break;
+            case 11:
+                st = read_str(&r, PL_MAX_FLOW_KEY, &out->flow_key);
+                if (!st && !*out->flow_key)
+                    st = PL_ECORRUPT;
+                break;
+            case 12:
+                st = read_small(&r, INT32_MAX, &out->flow_limit);
+                if (!st && !out->flow_limit)
+                    st = PL_ECORRUPT;
+                break;
+            case 13:
+                st = rd_int(&r, &iv) || iv < 1 || iv > PL__SCHED_DEADLINE_MAX
+                         ? PL_ECORRUPT
+                         : PL_OK;
+                out->deadline_in_ms = iv;
+                break;
             default: /* a field of a later build */
                 st = pl__mp_walk(&r, 2, MODE_ANY, NULL) ? PL_ECORRUPT : PL_OK;
             }
@@ -211,7 +271,11 @@ int pl__sched_rec_decode(pl__sched_rec *out, const char *name,
             }
         }
     }
-    if (!have_v || !have_sum || seen != (1u << 10) - 1)
+    /* the ten fields every build writes; a key and its limit together; run
+     * options in a version 2 record, and only there */
+    if (!have_v || !have_sum || (seen & ((1u << 10) - 1)) != (1u << 10) - 1 ||
+        !(seen >> 11 & 1) != !(seen >> 12 & 1) ||
+        (version == 2) != (seen >> 10 != 0))
         goto bad;
     return PL_OK;
 bad:
@@ -228,5 +292,6 @@ void pl__sched_rec_clear(pl__sched_rec *r)
     free(r->policy);
     free(r->payload);
     free(r->last_run);
+    free(r->flow_key);
     memset(r, 0, sizeof *r);
 }

@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-#define PL__SCHEDREC_VERSION 1
+#define PL__SCHEDREC_VERSION 2      /* 2: with run options (schedrec.c) */
 #define PL__SCHED_NAME_MAX 100      /* a name's bytes (run ids add a tick) */
 #define PL__SCHED_PAYLOAD_MAX 65536 /* the root payload's JSON text */
 
@@ -20,7 +20,15 @@ typedef struct pl__sched_rec {
     int64_t created_ms;    /* when it was put */
     int64_t cursor_ms;     /* ticks at or before it are handled */
     char *last_run;        /* the last run it started ("" none) */
+    /* what each tick's run is submitted with (0 / NULL: none) */
+    int32_t priority;
+    char *flow_key;         /* the concurrency key */
+    unsigned flow_limit;    /* with flow_key: 1..INT32_MAX */
+    int64_t deadline_in_ms; /* the run's deadline after its tick */
 } pl__sched_rec;
+
+/* A deadline after the tick, at most (as pl_run_submit()'s relative one). */
+#define PL__SCHED_DEADLINE_MAX (INT64_MAX / 4)
 
 /* Whether @p name is a schedule name: 1..PL__SCHED_NAME_MAX bytes of
  * [A-Za-z0-9._-]. */

@@ -132,8 +132,65 @@ def case_refused_writes_nothing(d):
     check("--schedules" in p.stderr, p.stderr)
 
 
+def case_run_options(d):
+    """--priority, --key/--key-limit and --deadline: stored with the
+    schedule, listed (text, json, jsonl) and echoed by --json; a schedule
+    without them lists them empty."""
+    store = os.path.join(d, "s.db")
+    p = run([ARGS.replay, store, "--schedule-put", "export", "--cron",
+             "0 2 * * *", "--policy", "export", "--payload", "{}",
+             "--priority", "-5", "--key", "warehouse", "--key-limit", "1",
+             "--deadline", "90m", "--json"], 0)
+    doc = json.loads(p.stdout)
+    s = doc["schedule"]
+    check(s["priority"] == -5 and s["concurrency_key"] == "warehouse"
+          and s["concurrency_limit"] == 1
+          and s["deadline_in_ms"] == 90 * 60000, s)
+    put(store, "plain", "--cron", "@hourly", "--policy", "ping",
+        "--payload", "{}")
+    got = listed(store)
+    check(got[0] == dict(got[0], priority=-5, concurrency_key="warehouse",
+                         concurrency_limit=1, deadline_in_ms=5400000), got)
+    check(got[1]["priority"] == 0 and got[1]["concurrency_key"] is None
+          and got[1]["concurrency_limit"] == 0
+          and got[1]["deadline_in_ms"] == 0, got[1])
+    full = json.loads(run([ARGS.dump, store, "--schedules", "--format",
+                           "json"], 0).stdout)["schedules"]
+    check(full == got, full, got)
+    lines = run([ARGS.dump, store, "--schedules"], 0).stdout.splitlines()
+    check("RUNS WITH" in lines[0], lines[0])
+    export = next(l for l in lines if l.startswith("export "))
+    check("prio -5, key warehouse/1, deadline 1 h 30 min" in export, export)
+    plain = next(l for l in lines if l.startswith("plain "))
+    check(re.search(r" allow,skip | skip,skip ", plain)
+          and re.search(r"  -  +20", plain), plain)
+
+
+def case_run_options_refused(d):
+    store = os.path.join(d, "never.db")
+    base = ["--cron", "* * * * *", "--policy", "p", "--payload", "{}"]
+    bad = [
+        (["--priority", "1001"], "--priority needs a whole number"),
+        (["--key", "k"], "--key needs --key-limit"),
+        (["--key-limit", "2"], "--key-limit goes with --key"),
+        (["--key", "", "--key-limit", "1"], "bad --key"),
+        (["--key", "k" * 129, "--key-limit", "1"], "1 to 128 bytes"),
+        (["--deadline", "soon"], "bad --deadline"),
+        (["--deadline", "2026-01-01"], "bad --deadline"),
+        (["--deadline", "0s"], "bad --deadline"),
+    ]
+    for args, words in bad:
+        p = put(store, "x", *(base + args), expect=1)
+        check(words in p.stderr, "message lacks %r" % words, args, p.stderr)
+    p = run([ARGS.replay, store, "--submit", "p", "--payload", "{}",
+             "--deadline", "5m", "--plugin", "none.so"], 1)
+    check("--deadline go with --schedule-put" in p.stderr, p.stderr)
+    check(not os.path.exists(store), "a refused command created the store")
+
+
 CASES = [case_put_list_replace_delete, case_a_due_tick_no_worker_fired,
-         case_refused_writes_nothing]
+         case_refused_writes_nothing, case_run_options,
+         case_run_options_refused]
 
 
 def main():
