@@ -8,8 +8,9 @@
  * by another transaction passed over with its key, a crashed worker's
  * lease in its place; a take past 2,000 full keys, each checked once,
  * and a wake past 2,000 full keys' due timers;
- * and a timer's key, which follows its run's whatever statement changed
- * it.  test_pg_plans.c: the statements' plans.
+ * a timer's key, which follows its run's whatever statement changed
+ * it; and a key or limit damaged (KEY SUMS), which admits no run.
+ * test_pg_plans.c: the statements' plans.
  */
 #include "support.h"
 
@@ -595,6 +596,57 @@ Test(pg_keys, a_timers_key_follows_its_runs_key)
     admin_sql(c, "DELETE FROM t_wstale.leases WHERE run = 1");
     timers_keep_keys(c, "t_wstale", "a lease's key dropped, and a lease");
     cr_expect_eq(took(s, true), 2);
+    pl__pg_close(s);
+    PQfinish(c);
+}
+
+/*
+ * A key's limit raised or its name changed in a row past the server's
+ * triggers (as the disk's damage would be; pg_flow.c, KEY SUMS) admits no
+ * run past the limit: a queued run so damaged, taken by a take that
+ * counted by what it read, is not executed (PL_ECORRUPT naming it, its
+ * lease dropped) and the next take goes on; a parked run's row so
+ * damaged is passed over by a wake, which wakes the next due.
+ */
+Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
+{
+    pl__pg_store *s = pg_store("t_kdamage");
+    PGconn *c = t_pg_admin();
+    static const span q[] = {{1, 1, "a", 1, "w@h"},
+                             {2, 2, "a", 1, ""},
+                             {3, 3, "b", 1, ""},
+                             {4, 4, "", 0, ""}};
+    queue_of(c, "t_kdamage", 12, q, sizeof q / sizeof *q);
+    parked_of(c, "t_kdamage", 10, 10, "a", 1);
+    parked_of(c, "t_kdamage", 11, 11, "b", 1);
+    admin_sql(c, "SET session_replication_role = replica");
+    admin_sql(c, "UPDATE t_kdamage.leases SET flimit = 2 WHERE run = 2");
+    admin_sql(c, "UPDATE t_kdamage.leases SET fkey = 'c' WHERE run = 3");
+    admin_sql(c, "UPDATE t_kdamage.parked SET flimit = 9 WHERE run = 10");
+    admin_sql(c, "SET session_replication_role = origin");
+    for (uint64_t run = 2; run <= 3; run++) {
+        pl__lease l = {0};
+        bool taken = false;
+        cr_expect_eq(pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l,
+                                 &taken),
+                     PL_ECORRUPT);
+        cr_expect(taken && l.run == run, "took %llu, not %llu",
+                  (unsigned long long)l.run, (unsigned long long)run);
+        cr_expect(strstr(pl_errmsg(), "concurrency key or limit is damaged"),
+                  "%s", pl_errmsg());
+    }
+    PGresult *r = PQexec(
+        c, "SELECT count(*) FROM t_kdamage.leases WHERE run IN (2, 3)");
+    cr_expect(PQresultStatus(r) == PGRES_TUPLES_OK &&
+                  strcmp(PQgetvalue(r, 0, 0), "0") == 0,
+              "the damaged runs' leases were not dropped");
+    PQclear(r);
+    cr_expect_eq(took(s, false), 4);
+    cr_expect_eq(took(s, false), 0);
+    /* 10's key a is full anyway: freed, the damage is what refuses it */
+    admin_sql(c, "DELETE FROM t_kdamage.leases WHERE run = 1");
+    cr_expect_eq(took(s, true), 11);
+    cr_expect_eq(took(s, true), 0);
     pl__pg_close(s);
     PQfinish(c);
 }

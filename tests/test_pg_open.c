@@ -8,6 +8,12 @@
  * deadlocked with a signal's delivery (inbox, then timers) while workers
  * restarted: pl_run_signal() failed with "deadlock detected"
  * (test_workflow.c found it).
+ *
+ * A store made before the sums of what flow control reads (pg_flow.c,
+ * BUDGET SUMS and KEY SUMS) gains them at its next writable open: the
+ * columns, the triggers, and its keyed lease rows' sums at once (a budget
+ * gets its sum at its next write); a row damaged then (past the triggers,
+ * as the disk's damage would be) is refused, not read as it is.
  */
 #include "support.h"
 
@@ -83,6 +89,99 @@ Test(pg_open, an_open_waits_for_no_writer)
     PGresult *r = PQexec(w, "COMMIT");
     PQclear(r);
     PQfinish(w);
+    pl_registry_free(reg);
+    free(store);
+}
+
+/* One value of @p sql on @p c ("" for NULL; the caller frees). */
+static char *admin_value(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQerrorMessage(c));
+    cr_assert_eq(PQntuples(r), 1, "%s: %d rows", sql, PQntuples(r));
+    char *v = strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    cr_assert_not_null(v);
+    return v;
+}
+
+static void admin_do(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql,
+                 PQerrorMessage(c));
+    PQclear(r);
+}
+
+static void expect_value(PGconn *c, const char *sql, const char *want)
+{
+    char *v = admin_value(c, sql);
+    cr_expect_str_eq(v, want, "%s", sql);
+    free(v);
+}
+
+Test(pg_open, an_older_store_gains_the_flow_sums)
+{
+    char *store = t_pg_store_uri("t_sums");
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "keyed";
+    ro.concurrency_key = "k";
+    ro.concurrency_limit = 2;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    bool ok;
+    int64_t at, retry;
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "b", 5, 1LL << 40), PL_OK,
+                 "%s", pl_errmsg());
+    pl_engine_close(e);
+    /* as a store made before the sums */
+    PGconn *c = t_pg_admin();
+    admin_do(c, "DROP TRIGGER rates_sum ON t_sums.rates; DROP TRIGGER "
+                "units_sum ON t_sums.units; DROP TRIGGER leases_key_sum ON "
+                "t_sums.leases; DROP TRIGGER parked_key_sum ON t_sums.parked; "
+                "ALTER TABLE t_sums.rates DROP COLUMN sum; ALTER TABLE "
+                "t_sums.units DROP COLUMN sum; ALTER TABLE t_sums.leases DROP "
+                "COLUMN ksum; ALTER TABLE t_sums.parked DROP COLUMN ksum");
+
+    e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    expect_value(c,
+                 "SELECT count(*) FROM pg_trigger WHERE tgname IN "
+                 "('rates_sum', 'units_sum', 'leases_key_sum', "
+                 "'parked_key_sum') AND tgrelid::regclass::text LIKE "
+                 "'t_sums.%'",
+                 "4");
+    const char *whole = "SELECT ksum = t_sums.pl_key_sum(fkey, flimit) FROM "
+                        "t_sums.leases WHERE id = 'keyed'";
+    expect_value(c, whole, "t");
+    expect_value(c, "SELECT sum IS NULL FROM t_sums.rates", "t");
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "b", 5, 1LL << 40), PL_OK,
+                 "%s", pl_errmsg());
+    cr_expect(ok);
+    expect_value(c,
+                 "SELECT sum = t_sums.pl_budget_sum('r', name, '', window_ms, "
+                 "lim, start_ms, count) FROM t_sums.rates",
+                 "t");
+    /* damaged past the triggers: refused */
+    admin_do(c, "SET session_replication_role = replica; UPDATE "
+                "t_sums.leases SET flimit = 3 WHERE id = 'keyed'; UPDATE "
+                "t_sums.rates SET count = 0; SET session_replication_role = "
+                "origin");
+    expect_value(c,
+                 "SELECT t_sums.pl_key_damaged(run) FROM t_sums.leases WHERE "
+                 "id = 'keyed'",
+                 "t");
+    cr_expect_eq(pl_rate_take(&ok, &at, &retry, e, "b", 5, 1LL << 40),
+                 PL_ECORRUPT);
+    /* and a write through the triggers sums the row again */
+    admin_do(c, "UPDATE t_sums.leases SET flimit = 2 WHERE id = 'keyed'");
+    expect_value(c, whole, "t");
+    pl_engine_close(e);
+    PQfinish(c);
     pl_registry_free(reg);
     free(store);
 }

@@ -23,6 +23,8 @@
  *   | units.sum     |                                                     |
  *   | parked        | run bigint PK, fkey text, flimit integer: the key   |
  *   |               | of a run that parked (a wait), kept for its wake    |
+ *   | leases.ksum,  | bytea: SHA-256 of the row's key and limit (KEY SUMS |
+ *   | parked.ksum   | below)                                              |
  *
  * KEYS: two partial indexes serve what is read of a key, so that nothing
  * of a key reads its queued runs but what it needs of them:
@@ -171,6 +173,31 @@
  * A row without a sum was written before them: read as it is, and given
  * one by its next write.
  *
+ * KEY SUMS: a keyed row of the leases or the parked runs carries ksum,
+ * SHA-256 of "policyledger/key" NUL, its key NUL and its limit
+ * (int4send), pl_key_sum(): a trigger sets it on every write that makes
+ * a keyed row or changes its key or limit (BEFORE INSERT OR UPDATE OF
+ * fkey, flimit, WHEN the key is not NULL: a row without a key, and a
+ * take or renewal, which sets neither, fire nothing), unless the write
+ * brings one (a run that parks copies its lease's key and sum to its
+ * parked row, a continued run's successor its predecessor's: the copy
+ * keeps the damage it was given, and is refused as the original would
+ * be).  Every read that admits a run by them checks it: the take (a
+ * keyed head, pl_take(): pg_lease.c's L_TAKE asks pl_key_damaged() of
+ * the row it took, and a damaged one is never executed: PL_ECORRUPT
+ * naming the run, its lease dropped in the take's transaction, which
+ * then commits; the run waits for a continue by hand), and a wake or a
+ * ride that gives a parked run its key back or takes a queued one's
+ * timer (pl_wake(), T_ACQUIRE, ONE_RIDE: a damaged row is passed over,
+ * as a full key, and its run waits).  A limit raised or a key changed
+ * would otherwise admit a run past its key's limit (docs/design.md §14,
+ * test_pg_liveflip).  A row without a sum (a store made before them
+ * gains the column at its next writable open, under its lock, and its
+ * keyed rows their sums then) is read as it is.  What the sums do not
+ * cover: a key's count (KEY_LIVE, pg_int.h) reads the live leases by
+ * their key, so a holder whose key was changed is not counted, and
+ * another run of its key may go beside it (docs/design.md §14).
+ *
  * A RATE TAKE is one prepared statement: INSERT ... ON CONFLICT DO UPDATE
  * on the budget's row, which the server locks and counts in place, only
  * while the window has room, by the server's clock.  A take or correction
@@ -234,6 +261,12 @@
 #define WAKE_REFUSED REFUSED("k")
 #define WAKE_REFUSE REFUSE("k")
 #define WAKE_HEAD_OK REFUSED_AT("x.k")
+/* and whether the run's key and limit, its parked row's or else its
+ * lease's, are whole (KEY SUMS above) */
+#define WAKE_Q_OK KEY_OK("c.qs", "c.qk", "c.ql")
+#define WAKE_P_OK KEY_OK("c.ps", "c.pk", "c.pl")
+#define WAKE_KEY_OK                                                            \
+    "(CASE WHEN c.pk IS NULL THEN " WAKE_Q_OK " ELSE " WAKE_P_OK " END)"
 /* a timer's key (TIMER_KEY, pg_int.h) of its row t, and of a run r */
 #define TIMER_KEY_T TIMER_KEY("%s", "t.run")
 #define TIMER_KEY_R TIMER_KEY("%s", "r")
@@ -285,6 +318,41 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
             n, n, n, n, n);
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
+
+/* KEY SUMS above: the sum, the column of the leases and parked rows (a
+ * store made before it gains it, its keyed rows summed), the triggers
+ * that set it; and pl_key_damaged(), whether a lease row's key or limit
+ * is damaged, by a snapshot of its own (VOLATILE: pg_lease.c's take asks
+ * after pl_take(), which may have read the row after the take's
+ * statement began); eighteen schemas */
+#define KEY_SUM_OF KEY_SUM("k", "lim")
+#define LEASE_D_OK KEY_OK("d.ksum", "d.fkey", "d.flimit")
+#define KEY_SUMS                                                               \
+    "CREATE OR REPLACE FUNCTION \"%s\".pl_key_sum(k text, lim integer) "       \
+    "RETURNS bytea LANGUAGE sql IMMUTABLE AS $f$ SELECT " KEY_SUM_OF " $f$;"   \
+    "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = "   \
+    "'\"%s\".leases'::regclass AND attname = 'ksum' AND NOT attisdropped) "    \
+    "THEN ALTER TABLE \"%s\".leases ADD COLUMN ksum bytea; ALTER TABLE "       \
+    "\"%s\".parked ADD COLUMN IF NOT EXISTS ksum bytea; UPDATE \"%s\".leases " \
+    "SET ksum = \"%s\".pl_key_sum(fkey, flimit) WHERE fkey IS NOT NULL; "      \
+    "UPDATE \"%s\".parked SET ksum = \"%s\".pl_key_sum(fkey, flimit); END "    \
+    "IF; END $d$;"                                                             \
+    "CREATE OR REPLACE FUNCTION \"%s\".pl_key_sum_set() RETURNS trigger "      \
+    "LANGUAGE plpgsql AS $f$ BEGIN IF TG_OP = 'INSERT' THEN IF NEW.ksum IS "   \
+    "NULL THEN NEW.ksum := \"%s\".pl_key_sum(NEW.fkey, NEW.flimit); END IF; "  \
+    "ELSIF NEW.ksum IS NOT DISTINCT FROM OLD.ksum AND (NEW.fkey IS DISTINCT "  \
+    "FROM OLD.fkey OR NEW.flimit IS DISTINCT FROM OLD.flimit) THEN NEW.ksum "  \
+    ":= \"%s\".pl_key_sum(NEW.fkey, NEW.flimit); END IF; RETURN NEW; END $f$;" \
+    "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = "      \
+    "'\"%s\".parked'::regclass AND tgname = 'parked_key_sum') THEN CREATE "    \
+    "TRIGGER leases_key_sum BEFORE INSERT OR UPDATE OF fkey, flimit ON "       \
+    "\"%s\".leases FOR EACH ROW WHEN (NEW.fkey IS NOT NULL) EXECUTE FUNCTION " \
+    "\"%s\".pl_key_sum_set(); CREATE TRIGGER parked_key_sum BEFORE INSERT OR " \
+    "UPDATE OF fkey, flimit ON \"%s\".parked FOR EACH ROW EXECUTE FUNCTION "   \
+    "\"%s\".pl_key_sum_set(); END IF; END $d$;"                                \
+    "CREATE OR REPLACE FUNCTION \"%s\".pl_key_damaged(r bigint) RETURNS "      \
+    "boolean LANGUAGE sql VOLATILE AS $f$ SELECT NOT " LEASE_D_OK " FROM "     \
+    "\"%s\".leases d WHERE d.run = r $f$;"
 
 int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
 {
@@ -390,7 +458,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "used = u WHERE x.name = nm AND x.unit = un; "
                  "RETURN QUERY SELECT done, t, w, u; END $f$;"
                  "CREATE TABLE IF NOT EXISTS \"%s\".parked (run bigint PRIMARY KEY, "
-                 "fkey text NOT NULL, flimit integer NOT NULL);"
+                 "fkey text NOT NULL, flimit integer NOT NULL);" KEY_SUMS
                  /* the timers' keys (TIMER KEYS above): a store made before them
          * gains the column, filled from the runs' parked rows and leases,
          * and the index, under the store's lock */
@@ -455,7 +523,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
          * heads (TIMER KEYS above) */
                  "FOR c IN SELECT tm.run AS r, w.due AS d, tm.id AS i, tm.rec AS b, "
                  "w.k AS tk, p.fkey AS pk, p.flimit AS pl, q.fkey AS qk, q.flimit "
-                 "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe FROM ((SELECT "
+                 "AS ql, q.qrank AS qq, q.run AS qr, q.expires AS qe, p.ksum AS ps, "
+                 "q.ksum AS qs FROM ((SELECT "
                  "t.run, t.due, NULL::text AS k FROM \"%s\".timers t WHERE NOT heads AND t.due <= tnow "
                  "AND (t.due, t.run) > (ad, ar) ORDER BY t.due, t.run LIMIT " TAKE_BATCH
                  ") UNION ALL (SELECT t.run, t.due, NULL FROM \"%s\".timers t WHERE heads "
@@ -490,6 +559,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "IF fs[fi] IS NOT NULL THEN "
                  "CONTINUE; END IF; "
                  "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
+                 /* its key or limit damaged (KEY SUMS above): it waits */
+                 "IF NOT " WAKE_KEY_OK " THEN CONTINUE; END IF; "
                  /* queued, its key's first in the queue's order, or the queue's */
                  "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
                  "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
@@ -638,7 +709,8 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
+        n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

@@ -84,6 +84,19 @@
     " AND o.owner <> '' AND o.expires > " now                                  \
     " ORDER BY o.fkey, o.expires LIMIT greatest(" lim ", 0)) o)"
 
+/* The sum of a concurrency key @p k and its limit @p lim (pg_flow.c, KEY
+ * SUMS), and whether a row's, @p sum, is theirs: a row without a key, or
+ * without a sum (an older store's), is read as it is.  SQL expressions
+ * all, written out where they are read (a call of pl_key_sum(), an SQL
+ * function, from PL/pgSQL is a query of its own each time). */
+#define KEY_SUM(k, lim)                                                        \
+    "sha256(convert_to('policyledger/key', 'UTF8') || '\\x00'::bytea || "      \
+    "convert_to(" k ", 'UTF8') || '\\x00'::bytea || int4send(" lim "))"
+#define KEY_OK(sum, k, lim)                                                    \
+    "(" k " IS NULL OR " sum " IS NULL OR " sum " = " KEY_SUM(k, lim) ")"
+/* The same of a parked row z, which a wake gives its key back from. */
+#define PARKED_OK KEY_OK("z.ksum", "z.fkey", "z.flimit")
+
 /* The concurrency key a wake finds for run @p r (pl_wake(), pg_flow.c,
  * TIMER KEYS): its parked row's, else its lease's; what a timer row keeps
  * in fkey.  @p r an SQL expression; two schemas. */

@@ -133,8 +133,11 @@
 
 /* What a take reads of the run it took (t: run, gen, expires_in, owner,
  * id), in binary: its info, its state locked (or, locked by another, NULL
- * and state_busy), whether it has steps, whether a cancellation waits;
- * five schemas. */
+ * and state_busy), whether it has steps, whether a cancellation waits,
+ * and, taken by pl_take() (a keyed head), whether its key or limit is
+ * damaged (pg_flow.c, KEY SUMS: what pl_take() admitted it by, read
+ * after it, not as the statement's snapshot has it, which may be older
+ * than pl_take()'s reads; the row is this take's, locked); six schemas. */
 #define TAKE_READS                                                             \
     "s AS MATERIALIZED (SELECT x.run, x.v FROM \"%s\".state x JOIN t ON "      \
     "x.run = t.run FOR UPDATE OF x SKIP LOCKED) SELECT t.run, t.gen, "         \
@@ -142,7 +145,9 @@
     "(SELECT 1 FROM \"%s\".state y WHERE y.run = t.run), EXISTS (SELECT 1 "    \
     "FROM \"%s\".steps k WHERE k.k >= int8send(t.run) AND k.k < "              \
     "int8send(t.run + 1)), EXISTS (SELECT 1 FROM \"%s\".inbox i WHERE i.run "  \
-    "= t.run AND i.cancel) FROM t LEFT JOIN \"%s\".runs r ON r.num = t.run "   \
+    "= t.run AND i.cancel), CASE WHEN EXISTS (SELECT FROM h WHERE h.fkey IS "  \
+    "NOT NULL) THEN \"%s\".pl_key_damaged(t.run) END FROM t LEFT JOIN "        \
+    "\"%s\".runs r ON r.num = t.run "                                          \
     "LEFT JOIN s ON s.run = t.run"
 
 int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
@@ -212,8 +217,8 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
          * (none: now), with its key */
         *out = pl__asprintf(
             "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
-            "fkey, flimit) SELECT r.num, 0, '', $1, 0, coalesce(p.qrank, " NOW_US
-            "), p.fkey, coalesce(p.flimit, 0) FROM \"%s\".runs r "
+            "fkey, flimit, ksum) SELECT r.num, 0, '', $1, 0, coalesce(p.qrank, " NOW_US
+            "), p.fkey, coalesce(p.flimit, 0), p.ksum FROM \"%s\".runs r "
             "LEFT JOIN \"%s\".leases p ON p.run = $2::bigint WHERE r.id = "
             "convert_to($1, 'UTF8') AND r.num = currval('\"%s\".run_num')",
             n, n, n, n);
@@ -235,7 +240,7 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "MATERIALIZED (SELECT * FROM u UNION ALL SELECT * FROM "
             "\"%s\".pl_take($1, $2::bigint) WHERE EXISTS (SELECT 1 FROM h "
             "WHERE h.fkey IS NOT NULL) LIMIT 1), " TAKE_READS,
-            n, n, n, n, n, n, n, n, n, n);
+            n, n, n, n, n, n, n, n, n, n, n);
         break;
     case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
     case L_POLL:
@@ -529,6 +534,7 @@ typedef struct take_row {
     pl__pg_store *s;
     PGconn *c;
     bool found, state_busy, has_info, has_state;
+    bool damaged; /* its key or limit (TAKE_READS) */
     pl__taken t;
     pl__buf info, state;
 } take_row;
@@ -567,7 +573,7 @@ static int take_result(size_t i, PGresult *r, void *user)
         return PL_OK;
     int64_t run, gen, in;
     pl__lease *l = &x->t.lease;
-    if (PQnfields(r) != 10 || !bin_i64(r, 0, &run) || !bin_i64(r, 1, &gen) ||
+    if (PQnfields(r) != 11 || !bin_i64(r, 0, &run) || !bin_i64(r, 1, &gen) ||
         !bin_i64(r, 2, &in) || bin_text(r, 3, l->owner, sizeof l->owner) ||
         bin_text(r, 4, l->id, sizeof l->id))
         return pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
@@ -582,6 +588,7 @@ static int take_result(size_t i, PGresult *r, void *user)
     x->t.known = true;
     x->t.no_steps = !bin_true(r, 8);
     x->t.inbox_cancel = bin_true(r, 9);
+    x->damaged = bin_true(r, 10);
     int st = PL_OK;
     if (x->has_info)
         st = pl__buf_append(&x->info, PQgetvalue(r, 0, 5),
@@ -660,7 +667,16 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
         pl__buf claimed = {0};
         bool drop = false;
         int fst;
-        if (!x.has_info || !x.has_state)
+        if (x.damaged) {
+            /* taken past its key's limit, maybe: never executed, its
+             * lease dropped (pg_flow.c, KEY SUMS) */
+            fst = pl__err(PL_ECORRUPT,
+                          "run '%s' (#%llu): its concurrency key or limit is "
+                          "damaged (its sum is not its own): not executed, "
+                          "its lease dropped",
+                          x.t.lease.id, (unsigned long long)x.t.lease.run);
+            drop = true;
+        } else if (!x.has_info || !x.has_state)
             fst = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
                           x.t.lease.id, (unsigned long long)x.t.lease.run,
                           x.has_info ? "state" : "info");

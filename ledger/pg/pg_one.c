@@ -296,10 +296,11 @@ static char *one_sql(const char *n, unsigned m)
          n);
     /* from the lease row as it was before dr dropped it */
     PART(ONE_PARK,
-         "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
-         "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = $1 AND "
-         "l.fkey IS NOT NULL ON CONFLICT (run) DO UPDATE SET fkey = "
-         "excluded.fkey, flimit = excluded.flimit)",
+         "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit, ksum) "
+         "SELECT l.run, l.fkey, l.flimit, l.ksum FROM \"%s\".leases l WHERE "
+         "l.run = $1 AND l.fkey IS NOT NULL ON CONFLICT (run) DO UPDATE SET "
+         "fkey = excluded.fkey, flimit = excluded.flimit, ksum = "
+         "excluded.ksum)",
          n, n);
     /* a delivery riding the write (pg_time.c, ONE_RIDE below): the lease
      * inserted, a plain INSERT (a parked run has no lease row: one there
@@ -316,8 +317,9 @@ static char *one_sql(const char *n, unsigned m)
      * is not read */
     if (!(m & ONE_UNKEYED))
         PART(ONE_RIDE,
-             "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\"."
-             "pl_key_room(z.fkey, z.flimit) AS room FROM \"%s\".parked z "
+             "rp AS MATERIALIZED (SELECT z.fkey, z.flimit, CASE WHEN " PARKED_OK
+             " THEN \"%s\".pl_key_room(z.fkey, z.flimit) ELSE false END AS "
+             "room FROM \"%s\".parked z "
              "WHERE z.run = $1), "
              "rg AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, id, "
              "expires, fkey, flimit, cancel) SELECT $1, 1, $14, $11, " NOW_US
@@ -512,10 +514,11 @@ int pl__pg_write_sql(const pl__pg_store *s, int which, char **out)
                                   "u.seq AND x.run = ANY($12::bigint[]) RETURNING 1), "
                                   /* a run that parks keeps its key for its wake (pg_flow.c): from
              * its lease row as it was before dr dropped it */
-                                  "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit) SELECT "
-                                  "l.run, l.fkey, l.flimit FROM \"%s\".leases l WHERE l.run = "
-                                  "ANY($15::bigint[]) AND l.fkey IS NOT NULL ON CONFLICT (run) DO "
-                                  "UPDATE SET fkey = excluded.fkey, flimit = excluded.flimit), "
+                                  "p AS (INSERT INTO \"%s\".parked AS z (run, fkey, flimit, ksum) "
+                                  "SELECT l.run, l.fkey, l.flimit, l.ksum FROM \"%s\".leases l "
+                                  "WHERE l.run = ANY($15::bigint[]) AND l.fkey IS NOT NULL ON "
+                                  "CONFLICT (run) DO UPDATE SET fkey = excluded.fkey, flimit = "
+                                  "excluded.flimit, ksum = excluded.ksum), "
                                   /* a run whose execution ends without parking (it ended, failed,
              * was cancelled, suspends) has no key to keep: its row goes */
                                   "pe AS (DELETE FROM \"%s\".parked z USING unnest($1::bigint[], "

@@ -82,8 +82,9 @@
  * the lease getting its key back and the parked row going, and its mark
  * (LEASE MARKS, pg_lease.c) from the inbox; five schemas. */
 #define ACQUIRE                                                                \
-    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, \"%s\".pl_key_room("     \
-    "z.fkey, z.flimit) AS room FROM \"%s\".parked z WHERE z.run = "            \
+    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, CASE WHEN " PARKED_OK    \
+    " THEN \"%s\".pl_key_room(z.fkey, z.flimit) ELSE false END AS room "       \
+    "FROM \"%s\".parked z WHERE z.run = "                                      \
     "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "     \
     "id, expires, fkey, flimit, cancel) SELECT $1::bigint, 1, $2::text, "      \
     "$3::text, " NOW_US " + $4::bigint, (SELECT fkey FROM p), coalesce(("      \
