@@ -240,6 +240,7 @@ struct pl_engine {
 
     /* retention (retention.c) */
     uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
+    uint64_t retain_failed_ms; /* .retain_failed_ms: 0 = retain_ms */
     bool read_only;       /* pl_engine_options.read_only: nothing writes */
     int64_t tombstone_us; /* how long a tombstone keeps its id */
     /* time (wait.c): waits shorter than this hold their thread */

@@ -317,18 +317,42 @@ Test(retention, a_big_run_is_purged_in_bounded_transactions)
 
 typedef struct worker_arg {
     pl_engine *e;
-    uint64_t retain_ms;
+    pl_worker_options wo;
     int rc;
 } worker_arg;
 
 static void *worker_main(void *p)
 {
     worker_arg *w = p;
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.retain_ms = w->retain_ms;
-    wo.poll_ms = 10;
-    w->rc = pl_worker_run(w->e, &wo);
+    w->wo.poll_ms = 10;
+    w->rc = pl_worker_run(w->e, &w->wo);
     return NULL;
+}
+
+static worker_arg worker_with(pl_engine *e, uint64_t retain_ms,
+                              uint64_t retain_failed_ms)
+{
+    worker_arg w = {e, PL_WORKER_OPTIONS_INIT, -1};
+    w.wo.retain_ms = retain_ms;
+    w.wo.retain_failed_ms = retain_failed_ms;
+    return w;
+}
+
+/* Run worker @p w until @p want runs are left (a bound of 30 s), and stop
+ * it: its first prune has passed by then. */
+static void work_until_left(worker_arg *w, int want)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, w), 0);
+    int left = -1;
+    for (int i = 0; i < 3000 && left != want; i++) {
+        nap_ms(10);
+        left = runs_in(w->e);
+    }
+    pl_worker_stop(w->e);
+    pthread_join(th, NULL);
+    cr_assert_eq(w->rc, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(left, want, "%d runs left, want %d", left, want);
 }
 
 /* The retention rule of the engine (or of the worker) applied by a worker:
@@ -339,18 +363,8 @@ static void retained_by_worker(uint64_t engine_ms, uint64_t worker_ms)
     pl_engine *e = open_with(t_store_path(), reg, 0, engine_ms);
     done(t_start(e, "echo", "{}", "old-1"), PL_RUN_COMPLETED);
     done(t_start(e, "fail", "{}", "old-2"), PL_RUN_FAILED);
-    worker_arg w = {e, worker_ms, -1};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, worker_main, &w), 0);
-    int left = -1;
-    for (int i = 0; i < 3000 && left; i++) {
-        nap_ms(10);
-        left = runs_in(e);
-    }
-    pl_worker_stop(e);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.rc, PL_OK);
-    cr_assert_eq(left, 0, "the worker pruned every ended run");
+    worker_arg w = worker_with(e, worker_ms, 0);
+    work_until_left(&w, 0);
     pl_tombstone t = PL_TOMBSTONE_INIT;
     cr_assert_eq(pl_run_tombstone(&t, e, "old-2"), PL_OK);
     cr_assert_eq(t.status, PL_RUN_FAILED);
@@ -371,10 +385,139 @@ Test(retention, a_worker_without_a_rule_deletes_nothing)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
     done(t_start(e, "echo", "{}", "stay-1"), PL_RUN_COMPLETED);
     pl_worker_stop(e); /* asked before: it returns at once */
-    worker_arg w = {e, 0, -1};
+    worker_arg w = worker_with(e, 0, 0);
     worker_main(&w);
     cr_assert_eq(w.rc, PL_OK);
     cr_assert_eq(runs_in(e), 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a rule by outcome: failed and cancelled runs kept longer ------------ */
+
+#define HOUR_MS (3600 * 1000)
+
+/* A run of each outcome the rules part, ended by now (every age of 1 ms
+ * is past): completed "ok-N", failed "bad-N", cancelled "off-N". */
+static void ended_runs(pl_engine *e, int n)
+{
+    char id[32];
+    snprintf(id, sizeof id, "ok-%d", n);
+    done(t_start(e, "echo", "{}", id), PL_RUN_COMPLETED);
+    snprintf(id, sizeof id, "bad-%d", n);
+    done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
+    snprintf(id, sizeof id, "off-%d", n);
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_eq(pl_run_cancel(e, id, "not wanted"), PL_OK, "%s", pl_errmsg());
+}
+
+/* Is run @p id there (else: deleted, with a tombstone of @p was)? */
+static bool kept(pl_engine *e, const char *id, pl_run_status was)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(&info, e, id);
+    pl_run_info_free(info);
+    if (st == PL_OK)
+        return true;
+    cr_assert_eq(st, PL_ENOTFOUND, "%s: %s", id, pl_errmsg());
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    cr_assert_eq(pl_run_tombstone(&t, e, id), PL_OK, "%s", id);
+    cr_assert_eq(t.status, was, "%s was %d", id, t.status);
+    return false;
+}
+
+Test(retention, failed_and_cancelled_runs_are_kept_longer)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    ended_runs(e, 1);
+    /* completed: past 1 ms, gone; failed and cancelled: not an hour old */
+    worker_arg w = worker_with(e, 1, HOUR_MS);
+    work_until_left(&w, 2);
+    cr_assert_not(kept(e, "ok-1", PL_RUN_COMPLETED));
+    cr_assert(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert(kept(e, "off-1", PL_RUN_CANCELLED));
+    /* past their own age they go; the completed rule, an hour now, keeps
+     * a completed run that ended since */
+    done(t_start(e, "echo", "{}", "ok-2"), PL_RUN_COMPLETED);
+    w = worker_with(e, HOUR_MS, 1);
+    work_until_left(&w, 1);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-1", PL_RUN_CANCELLED));
+    cr_assert(kept(e, "ok-2", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(retention, the_engine_rules_field_by_field)
+{
+    pl_registry *reg = t_registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.retain_failed_ms = HOUR_MS; /* retain_ms 0: the worker's */
+    pl_engine *e = NULL;
+    const char *path = t_store_path();
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    ended_runs(e, 1);
+    worker_arg w = worker_with(e, 1, 0);
+    work_until_left(&w, 2);
+    cr_assert_not(kept(e, "ok-1", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    /* the failed runs' rule alone keeps completed runs for good */
+    o.retain_failed_ms = 1;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    ended_runs(e, 2);
+    w = worker_with(e, 0, 0);
+    work_until_left(&w, 1);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-2", PL_RUN_CANCELLED));
+    cr_assert(kept(e, "ok-2", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A caller built against version 2 has no retain_failed_ms: what lies
+ * past retain_ms is not read, and its rule deletes every ended run. */
+Test(retention, a_version_2_worker_prunes_every_outcome_alike)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    ended_runs(e, 1);
+    worker_arg w = worker_with(e, 1, HOUR_MS);
+    w.wo.version = 2;
+    work_until_left(&w, 0);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-1", PL_RUN_CANCELLED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(retention, a_rule_too_long_is_refused_naming_its_field)
+{
+    pl_registry *reg = t_registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.retain_failed_ms = PL_RETAIN_MS_MAX + 1;
+    pl_engine *e = NULL;
+    const char *path = t_store_path();
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_failed_ms"), "%s", pl_errmsg());
+    cr_assert_null(e);
+    o.retain_failed_ms = PL_RETAIN_MS_MAX; /* the longest: taken */
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    done(t_start(e, "fail", "{}", "bad-1"), PL_RUN_FAILED);
+    worker_arg w = worker_with(e, 1, PL_RETAIN_MS_MAX + 1);
+    worker_main(&w);
+    cr_assert_eq(w.rc, PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_failed_ms"), "%s", pl_errmsg());
+    w = worker_with(e, PL_RETAIN_MS_MAX + 1, 0);
+    worker_main(&w);
+    cr_assert_eq(w.rc, PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_ms"), "%s", pl_errmsg());
+    cr_assert(kept(e, "bad-1", PL_RUN_FAILED), "nothing was pruned");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
