@@ -67,6 +67,17 @@ static int start_as(pl_outcome **o, pl_engine *e, const char *policy,
     return st;
 }
 
+/* Queue a run @p id of "echo" (a worker would execute it). */
+static void submit_echo(pl_engine *e, const char *id)
+{
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
 /* ---- delete and tombstones ------------------------------------------------ */
 
 Test(retention, delete_leaves_a_tombstone)
@@ -108,12 +119,7 @@ Test(retention, refused_for_live_runs_and_bad_arguments)
 {
     pl_registry *reg = t_registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "queued-1";
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    submit_echo(e, "queued-1");
     cr_assert_eq(pl_run_delete(e, "queued-1"), PL_ESTATE);
     cr_assert(strstr(pl_errmsg(), "submitted"), "%s", pl_errmsg());
     pl_run_info *info = NULL;
@@ -249,12 +255,7 @@ Test(retention, prune_chooses_by_status_and_age)
         snprintf(id, sizeof id, "bad-%02d", i);
         done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
     }
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "waiting-1";
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK);
-    cJSON_Delete(p);
+    submit_echo(e, "waiting-1");
 
     /* too young: nothing */
     pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
@@ -407,12 +408,7 @@ static void ended_runs(pl_engine *e, int n)
     snprintf(id, sizeof id, "bad-%d", n);
     done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
     snprintf(id, sizeof id, "off-%d", n);
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    submit_echo(e, id);
     cr_assert_eq(pl_run_cancel(e, id, "not wanted"), PL_OK, "%s", pl_errmsg());
 }
 

@@ -72,7 +72,8 @@ typedef struct options {
     const char *key;      /* --key K */
     unsigned key_limit;   /* --key-limit N */
     const char *retain;   /* --worker's --retain DURATION */
-    const char *retain_failed; /* --worker's --retain-failed DURATION */
+    /* --worker's --retain-failed DURATION */
+    const char *retain_failed;
     /* --prune */
     const char *older_than; /* --older-than DURATION */
     const char *status;     /* --status LIST */
@@ -181,7 +182,8 @@ typedef struct tool {
     uint64_t prune_older_ms; /* --older-than, read */
     unsigned prune_statuses; /* --status, read */
     uint64_t retain_ms;      /* --retain, read */
-    uint64_t retain_failed_ms; /* --retain-failed, read */
+    /* --retain-failed, read */
+    uint64_t retain_failed_ms;
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */

@@ -259,7 +259,8 @@ typedef struct pl_engine_options {
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
- * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
+ * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB, a retention age
+ *         past PL_RETAIN_MS_MAX); PL_EBUSY (this
  *         process has the LMDB store open already; a PostgreSQL store
  *         may be opened by many engines); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store:

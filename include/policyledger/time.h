@@ -241,17 +241,18 @@ typedef struct pl_worker_options {
      */
     uint64_t retain_ms;
     /**
-     * Since version 3.  The retention of the runs that ended failed or
+     * Since version 3.  The age of the runs that ended failed or
      * cancelled, kept to be looked into: they are deleted once their last
      * write is at least retain_failed_ms old, whatever retain_ms says
-     * (longer or shorter).  0 = the engine's
-     * pl_engine_options.retain_failed_ms; 0 there too: retain_ms, as
-     * before version 3 (so retain_ms 0 and retain_failed_ms 30 days keep
-     * completed runs for good and delete failed ones after a month).  To
-     * keep failed runs for good beside a retain_ms, give a long age (100
-     * years, say).  At most PL_RETAIN_MS_MAX.  A worker with both rules
-     * prunes in one pass a rule (pl_engine_prune() with the statuses of
-     * each), at the interval the shorter of the two gives.
+     * (longer or shorter); retain_ms is then the age of the other ended
+     * runs (completed, superseded, continued), and with retain_ms 0 those
+     * are kept for good.  0 = the engine's
+     * pl_engine_options.retain_failed_ms; 0 there too: retain_ms applies
+     * to every outcome, as before version 3.  To keep failed runs for good
+     * beside a retain_ms, give a long age (100 years, say).  At most
+     * PL_RETAIN_MS_MAX.  A worker with both rules prunes once a rule
+     * (pl_engine_prune() with each one's statuses), at the interval the
+     * shorter gives.
      */
     uint64_t retain_failed_ms;
 } pl_worker_options;
@@ -306,7 +307,9 @@ typedef struct pl_worker_options {
  * @return PL_OK once stopped: the calls under way have finished and their
  *         runs have stopped before their next call, handed back to the
  *         queue (durable up to that call) for another worker to go on with;
- *         PL_EINVAL (bad options); PL_ESTATE (a read-only engine);
+ *         PL_EINVAL (bad options: a retention age past
+ *         PL_RETAIN_MS_MAX among them, the field named); PL_ESTATE (a
+ *         read-only engine);
  *         PL_ENOMEM (or threads could not be started).
  */
 int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
