@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,23 @@ Test(retention, a_big_run_is_purged_in_bounded_transactions)
     pl_registry_free(reg);
 }
 
+/* The workers' rules that delete here are of 1 ms, which a run is past a
+ * millisecond after its last write: the clock is read (no sleep) until
+ * run @p newest, the last written, is past it, so that a worker's first
+ * prune finds every run past it, rather than its next, a second later. */
+static void past_1_ms(pl_engine *e, const char *newest)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, newest), PL_OK, "%s", pl_errmsg());
+    int64_t past = info->updated_us + 1000;
+    pl_run_info_free(info);
+    struct timespec ts;
+    do {
+        sched_yield();
+        clock_gettime(CLOCK_REALTIME, &ts);
+    } while ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 <= past);
+}
+
 typedef struct worker_arg {
     pl_engine *e;
     pl_worker_options wo;
@@ -364,6 +382,7 @@ static void retained_by_worker(uint64_t engine_ms, uint64_t worker_ms)
     pl_engine *e = open_with(t_store_path(), reg, 0, engine_ms);
     done(t_start(e, "echo", "{}", "old-1"), PL_RUN_COMPLETED);
     done(t_start(e, "fail", "{}", "old-2"), PL_RUN_FAILED);
+    past_1_ms(e, "old-2");
     worker_arg w = worker_with(e, worker_ms, 0);
     work_until_left(&w, 0);
     pl_tombstone t = PL_TOMBSTONE_INIT;
@@ -398,18 +417,19 @@ Test(retention, a_worker_without_a_rule_deletes_nothing)
 
 #define HOUR_MS (3600 * 1000)
 
-/* A run of each outcome the rules part, ended by now (every age of 1 ms
- * is past): completed "ok-N", failed "bad-N", cancelled "off-N". */
+/* A run of each outcome the rules part, past a rule of 1 ms: completed
+ * "ok-N", failed "bad-N", cancelled "off-N". */
 static void ended_runs(pl_engine *e, int n)
 {
     char id[32];
+    snprintf(id, sizeof id, "off-%d", n);
+    submit_echo(e, id);
+    cr_assert_eq(pl_run_cancel(e, id, "not wanted"), PL_OK, "%s", pl_errmsg());
     snprintf(id, sizeof id, "ok-%d", n);
     done(t_start(e, "echo", "{}", id), PL_RUN_COMPLETED);
     snprintf(id, sizeof id, "bad-%d", n);
     done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
-    snprintf(id, sizeof id, "off-%d", n);
-    submit_echo(e, id);
-    cr_assert_eq(pl_run_cancel(e, id, "not wanted"), PL_OK, "%s", pl_errmsg());
+    past_1_ms(e, id);
 }
 
 /* Is run @p id there (else: deleted, with a tombstone of @p was)? */
