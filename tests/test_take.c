@@ -56,15 +56,24 @@ static pl_engine *k_engine(const char *path, const pl_registry *reg)
     return e;
 }
 
-static void k_submit(pl_engine *e, const char *id)
+/* Submit run @p id of "echo", under concurrency key @p key (limit 1) when
+ * @p key is not NULL. */
+static void k_submit_keyed(pl_engine *e, const char *id, const char *key)
 {
     pl_action root = PL_ACTION_INIT;
     root.policy = "echo";
     root.payload = t_json("{\"x\": 1}");
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? 1 : 0;
     cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
     cJSON_Delete((cJSON *)root.payload);
+}
+
+static void k_submit(pl_engine *e, const char *id)
+{
+    k_submit_keyed(e, id, NULL);
 }
 
 /* pl__store_take() for @p owner, its claim noting into @p s. */
@@ -391,21 +400,6 @@ Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
                      (unsigned long long)(m1 - m0));
     pl_engine_close(e);
     pl_registry_free(reg);
-}
-
-/* Submit run @p id of "echo", under concurrency key @p key (limit 1) when
- * @p key is not NULL. */
-static void k_submit_keyed(pl_engine *e, const char *id, const char *key)
-{
-    pl_action root = PL_ACTION_INIT;
-    root.policy = "echo";
-    root.payload = t_json("{\"x\": 1}");
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    ro.concurrency_key = key;
-    ro.concurrency_limit = key ? 1 : 0;
-    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete((cJSON *)root.payload);
 }
 
 /* A commit of one step (seq @p seq of the root ledger) to @p l's run under
