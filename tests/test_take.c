@@ -2,7 +2,8 @@
  * test_take.c -- a worker's take (pl__store_take(), TAKE in store.h): the
  * next expired lease, its run read and claimed, in one transaction; and
  * what a claim that refuses leaves: the lease kept unclaimed, or dropped;
- * and a keyed lease that ran out, which fences its holder though untaken.
+ * a keyed lease that ran out, which fences its holder though untaken; and
+ * a timer, which keeps its earlier due time.
  * On the store the suite runs on: LMDB, and PostgreSQL as pg_test_take.
  * The take's round trips on PostgreSQL are test_pg_worker.c's.
  */
@@ -402,6 +403,20 @@ Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
     pl_registry_free(reg);
 }
 
+/* Commit @p b with one step more, seq @p seq of its run's root ledger. */
+static int k_commit_step(pl_engine *e, pl__batch *b, uint32_t seq)
+{
+    uint8_t key[12];
+    pl__put_be64(key, b->run);
+    pl__put_be32(key + 8, seq);
+    cr_assert_eq(pl__kvs_add(&b->steps, key, sizeof key, (uint8_t *)"x", 1),
+                 PL_OK);
+    pl__batch *one[1] = {b};
+    int st = pl__store_commit(e->store, one, 1, false);
+    pl__kvs_free(&b->steps);
+    return st;
+}
+
 /* A commit of one step (seq @p seq of the root ledger) to @p l's run under
  * its lease's fence. */
 static int k_fenced_commit(pl_engine *e, const pl__lease *l, uint32_t seq)
@@ -409,15 +424,7 @@ static int k_fenced_commit(pl_engine *e, const pl__lease *l, uint32_t seq)
     pl__batch b = {0};
     b.run = l->run;
     b.gen = l->gen;
-    uint8_t key[12];
-    pl__put_be64(key, l->run);
-    pl__put_be32(key + 8, seq);
-    cr_assert_eq(pl__kvs_add(&b.steps, key, sizeof key, (uint8_t *)"x", 1),
-                 PL_OK);
-    pl__batch *one[1] = {&b};
-    int st = pl__store_commit(e->store, one, 1, false);
-    pl__kvs_free(&b.steps);
-    return st;
+    return k_commit_step(e, &b, seq);
 }
 
 /*
@@ -467,6 +474,41 @@ Test(take, a_keyed_lease_that_ran_out_fences_its_holder_though_untaken)
                  pl_errmsg());
     cr_expect_eq(held.gen, l[1].gen);
     cr_expect_str_eq(held.owner, "w1");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* design.md §12.1: "Setting a timer keeps an earlier due time, so a wake
+ * asked for is never pushed back": set, or carried by a commit, a later
+ * due time leaves the timer as it is; an earlier one moves it. */
+Test(take, a_timer_keeps_its_earlier_due_time)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit(e, "timed");
+    uint64_t run;
+    cr_assert_eq(pl__store_run_find(e->store, "timed", &run, NULL), PL_OK,
+                 "%s", pl_errmsg());
+    int64_t t0 = pl__now_us() + 3600 * 1000000LL, due = 0;
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0 + 1000), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0, "a later set is not taken");
+
+    pl__batch b = {0};
+    b.run = run;
+    b.timer_us = t0 + 2000;
+    b.timer_id = "timed";
+    cr_assert_eq(k_commit_step(e, &b, 0), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0, "a commit's later timer is not taken");
+
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0 - 1000), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0 - 1000, "an earlier one is");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
