@@ -1,6 +1,6 @@
 /*
- * test_retention.c -- deleting runs, tombstones, pruning and the retention
- * rule, on the store the suite runs on: LMDB, and PostgreSQL as
+ * test_retention.c -- deleting runs (never one whose state moved on since
+ * it was read), tombstones, pruning and the retention rule, on the store the suite runs on: LMDB, and PostgreSQL as
  * pg_test_retention (PL_TEST_STORE=postgresql, tests/CMakeLists.txt).
  *
  * The crash tests are real: a forked child prunes, the parent SIGKILLs it
@@ -9,6 +9,8 @@
  * every wait is for a condition, with a generous bound.
  */
 #include "support.h"
+
+#include "internal.h"
 
 #include <errno.h>
 #include <lmdb.h>
@@ -826,6 +828,49 @@ Test(retention, suspended_imported_read_only_and_visitor_refusals)
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "kept-3"), PL_OK, "not deleted");
     pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* design.md §7.9: the store deletes a run "only if its state record is
+ * still the bytes read: a run that moved on meanwhile is left as it is".
+ * A delete whose bytes read are not the state's now (one byte of them
+ * changed, as by a write since) is PL_EBUSY and leaves the run whole, its
+ * id its own; with the bytes as they are, the run goes. */
+Test(retention, a_run_whose_state_moved_on_is_not_deleted)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    done(t_start(e, "chain", "{\"n\": 2}", "moved"), PL_RUN_COMPLETED);
+    uint64_t num;
+    pl__buf state = {0}, tomb = {0};
+    cr_assert_eq(pl__store_run_find(e->store, "moved", &num, NULL), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_state_get(e->store, num, &state), PL_OK, "%s",
+                 pl_errmsg());
+    pl__tomb t = {.status = PL_RUN_COMPLETED, .created_us = 1,
+                  .deleted_us = 2, .expires_us = INT64_MAX / 2};
+    snprintf(t.policy, sizeof t.policy, "chain");
+    cr_assert_eq(pl__tomb_encode(&tomb, "moved", &t), PL_OK);
+    uint8_t *was = malloc(state.len);
+    cr_assert_not_null(was);
+    memcpy(was, state.data, state.len);
+    was[state.len / 2] ^= 1;
+    pl__delete d = {"moved", num, was, state.len, &tomb, -1};
+    cr_assert_eq(pl__store_delete(e->store, &d, 1), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(d.rc, PL_EBUSY);
+    cr_expect_eq(pl_run_verify(e, "moved"), PL_OK, "whole: %s", pl_errmsg());
+    pl_tombstone ts = PL_TOMBSTONE_INIT;
+    cr_expect_eq(pl_run_tombstone(&ts, e, "moved"), PL_ENOTFOUND);
+
+    pl__delete d2 = {"moved", num, state.data, state.len, &tomb, -1};
+    cr_assert_eq(pl__store_delete(e->store, &d2, 1), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(d2.rc, PL_OK);
+    pl_run_info *info = NULL;
+    cr_expect_eq(pl_run_get(&info, e, "moved"), PL_ENOTFOUND);
+    free(was);
+    pl__buf_free(&state);
+    pl__buf_free(&tomb);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
