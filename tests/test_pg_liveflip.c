@@ -173,10 +173,11 @@ static void read_runs(const live *l, int status[3], int error[3],
     pl_engine_close(e);
 }
 
-/* Both runs held at the gate: wait for their entries (10 s at most). */
+/* Both runs held at the gate: wait for their entries (60 s at most: a
+ * loaded host's sanitized worker once took more than 10 s to get there). */
 static void wait_held(void)
 {
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 6000; i++) {
         if (t_flip_counted(g_effects, "held-a-gate") &&
             t_flip_counted(g_effects, "held-b-gate"))
             return;
