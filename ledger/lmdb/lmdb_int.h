@@ -259,8 +259,9 @@ PL__HIDDEN int pl__lmdb_flow_first(pl__lmdb_store *s, MDB_txn *txn,
 PL__HIDDEN int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                   int *st);
 /* The run a worker may take now, in the queue's order (FLOW in store.h):
- * *out = 0 when none. */
+ * *out = 0 when none.  A run whose flow record is damaged is taken in its
+ * place with *damaged: it is not executed but failed (lmdb_flow.c). */
 PL__HIDDEN int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn,
-                                  uint64_t *out, int *st);
+                                  uint64_t *out, bool *damaged, int *st);
 
 #endif /* PL_LMDB_INT_H */

@@ -253,6 +253,7 @@ typedef struct next_ctx {
     int64_t lease_us;
     pl__lease *out;
     bool found;
+    bool damaged; /* the run's flow record (pl__lmdb_flow_pick()) */
 } next_ctx;
 
 /* An expired lease that has no place in the queue (made by a path that
@@ -288,9 +289,9 @@ static int unindexed(pl__lmdb_store *s, MDB_txn *txn, next_ctx *c, int *st)
 static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     next_ctx *c = user;
-    c->found = false;
+    c->found = c->damaged = false;
     uint64_t run;
-    int rc = pl__lmdb_flow_pick(s, txn, &run, st);
+    int rc = pl__lmdb_flow_pick(s, txn, &run, &c->damaged, st);
     if (rc || *st)
         return rc;
     if (run) {
@@ -342,18 +343,20 @@ static int any_expired(pl__lmdb_store *s, bool *found)
 }
 
 int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out)
+                        pl__lease *out, bool *damaged)
 {
+    *damaged = false;
     if (!s->has_leases)
         return no_leases(s);
     bool found;
     int rc = any_expired(s, &found);
     if (rc || !found)
         return rc ? rc : PL_ENOTFOUND;
-    next_ctx c = {owner, lease_us, out, false};
+    next_ctx c = {owner, lease_us, out, false, false};
     int st = pl__lmdb_write(s, next_body, &c);
     if (!st && !c.found)
         return PL_ENOTFOUND;
+    *damaged = !st && c.damaged;
     return st;
 }
 
