@@ -424,6 +424,10 @@ int pl__lmdb_key_now(pl__lmdb_store *s, uint64_t run, bool *keyed, bool *room)
         return st;
     *keyed = pl__lmdb_flow_keyed(s, txn, run);
     int rc = *keyed ? pl__lmdb_flow_room(s, txn, run, room, &st) : 0;
+    if (!rc && st == PL_ECORRUPT) { /* damaged (DAMAGE above): no room; */
+        *room = false;              /* the wake that meets it fails it */
+        st = PL_OK;
+    }
     if (rc && !st)
         st = pl__lmdb_err(s, rc, "reading a concurrency key");
     pl__lmdb_txn_abort(s, txn);

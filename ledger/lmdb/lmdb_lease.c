@@ -222,6 +222,10 @@ static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     bool room = true; /* as a wake: a run parked with a key, while it has
                        * room (its place back with the lease, made()) */
     int frc = c->wake ? pl__lmdb_flow_room(s, txn, c->run, &room, st) : 0;
+    if (!frc && *st == PL_ECORRUPT) { /* its record damaged: left to the */
+        *st = 0;                      /* wake that fails it (lmdb_flow.c, */
+        room = false;                 /* DAMAGE) */
+    }
     if (frc || *st)
         return frc;
     if (!room) {

@@ -555,12 +555,18 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "IF c.qr IS NOT NULL AND c.qe > " NOW_US
                  " THEN CONTINUE; END IF; "
                  "k := coalesce(c.pk, c.qk); "
+                 /* its key or limit damaged (KEY SUMS above): taken with
+         * no key and the limit -1, to be failed, never executed */
+                 "IF k IS NOT NULL AND NOT " WAKE_KEY_OK " THEN PERFORM 1 FROM "
+                 "\"%s\".timers x WHERE x.run = c.r AND x.due <= tnow FOR UPDATE "
+                 "SKIP LOCKED; IF NOT FOUND THEN CONTINUE; END IF; run := c.r; "
+                 "due := c.d; id := c.i; rec := c.b; fkey := NULL; flimit := -1; "
+                 "RETURN NEXT; took := took + 1; IF took >= most THEN RETURN; END "
+                 "IF; CONTINUE; END IF; "
                  "IF k IS NOT NULL THEN " WAKE_REFUSED
                  "IF fs[fi] IS NOT NULL THEN "
                  "CONTINUE; END IF; "
                  "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
-                 /* its key or limit damaged (KEY SUMS above): it waits */
-                 "IF NOT " WAKE_KEY_OK " THEN CONTINUE; END IF; "
                  /* queued, its key's first in the queue's order, or the queue's */
                  "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
                  "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
@@ -710,7 +716,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

@@ -116,7 +116,10 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
              * the lease gets a parked run's key back.  A lease another
              * took since pl_wake() looked (a take of the queue, a ride) is
              * live: not taken over, and the run's timer stays */
-            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer)), "
+            /* a run whose key is damaged (limit -1) is left: no claim
+             * here fails it (pg_flow.c, KEY SUMS) */
+            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer) w WHERE "
+            "w.flimit IS NULL OR w.flimit >= 0), "
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
             "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
             " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
