@@ -184,13 +184,16 @@
  * keeps the damage it was given, and is refused as the original would
  * be).  Every read that admits a run by them checks it: the take (a
  * keyed head, pl_take(): pg_lease.c's L_TAKE asks pl_key_damaged() of
- * the row it took, and a damaged one is never executed: PL_ECORRUPT
- * naming the run, its lease dropped in the take's transaction, which
- * then commits; the run waits for a continue by hand), and a wake or a
- * ride that gives a parked run its key back or takes a queued one's
- * timer (pl_wake(), T_ACQUIRE, ONE_RIDE: a damaged row is passed over,
- * as a full key, and its run waits).  A limit raised or a key changed
- * would otherwise admit a run past its key's limit (docs/design.md §14,
+ * the row it took) and the wake (pl_wake(): a parked or queued run's
+ * row), and a damaged one is never executed: taken in its place and told
+ * to its claim (pl__taken.key_damaged), which fails it (PL_ECORRUPT, a
+ * reason naming the run, core/replay/claim.c), its failed state written
+ * and its lease dropped in the take's or wake's transaction (pl_wake()
+ * answers it with no key and the limit -1: its lease gets no key, and
+ * T_TAKE, which claims nothing, leaves it).  A ride (ONE_RIDE) or a
+ * delivery's take (T_ACQUIRE) passes over it, as a full key: the
+ * delivery alone, its timer due, and the wake fails it.  A limit raised
+ * or a key changed would otherwise admit a run past its key's limit (docs/design.md §14,
  * test_pg_liveflip).  A row without a sum (a store made before them
  * gains the column at its next writable open, under its lock, and its
  * keyed rows their sums then) is read as it is.  What the sums do not
