@@ -114,6 +114,20 @@ static void k_park(pl_engine *e, const char *id)
     pl_outcome_free(o);
 }
 
+/* Run "a" signalled "go" with {"n": @p n}: the delivery accepted, and
+ * "a" not continued in the caller's thread (@p why: what holds it). */
+static void k_signal_held(pl_engine *e, int n, const char *why)
+{
+    cJSON *p = cJSON_CreateObject();
+    cr_assert(p && cJSON_AddNumberToObject(p, "n", n));
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_expect_null(o, "run a was continued %s (%s)", why,
+                   o ? pl_run_status_name(o->status) : "");
+    pl_outcome_free(o);
+}
+
 static void k_await_holding(void)
 {
     for (int ms = 0; !atomic_load(&g_holding); ms += 2) {
@@ -167,17 +181,12 @@ Test(time_keys, a_signal_waits_for_the_key)
     k_worker w = {.e = e};
     cr_assert_eq(pthread_create(&w.th, NULL, k_worker_main, &w), 0);
     k_await_holding();
-    cJSON *p = t_json("{\"n\": 7}");
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
-    cr_expect_null(o, "run a was continued while its key was full (%s)",
-                   o ? pl_run_status_name(o->status) : "");
-    pl_outcome_free(o);
+    k_signal_held(e, 7, "while its key was full");
     cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING, "a is %s",
                  pl_run_status_name(status_of(e, "a")));
     /* a second signal meanwhile is delivered too, and waits as well */
-    p = t_json("{\"n\": 8}");
+    pl_outcome *o = NULL;
+    cJSON *p = t_json("{\"n\": 8}");
     cr_assert_eq(pl_run_signal(&o, e, "a", "later", p), PL_OK, "%s",
                  pl_errmsg());
     cJSON_Delete(p);
@@ -455,13 +464,7 @@ Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
     k_damage_key(path, "a");
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    cJSON *p = t_json("{\"n\": 1}");
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
-    cr_expect_null(o, "run a went on past its damaged key (%s)",
-                   o ? pl_run_status_name(o->status) : "");
-    pl_outcome_free(o);
+    k_signal_held(e, 1, "past its damaged key");
     int last = PL_OK;
     for (int i = 0; i < 1000 && status_of(e, "a") == PL_RUN_WAITING; i++) {
         int64_t next = 0;
@@ -480,7 +483,8 @@ Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
               "a's reason: %s", info->reason ? info->reason : "(none)");
     pl_run_info_free(info);
     /* the other run of the key goes on, at once */
-    p = t_json("{\"n\": 2}");
+    pl_outcome *o = NULL;
+    cJSON *p = t_json("{\"n\": 2}");
     cr_assert_eq(pl_run_signal(&o, e, "c", "go", p), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
     cr_assert_not_null(o, "run c was not continued");
