@@ -257,7 +257,8 @@ int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
     if (st && x.drop) {
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if (pl__lmdb_lease_release(s->lmdb, out->run, out->gen)) {
+        if ((damaged ? pl__lmdb_lease_purge : pl__lmdb_lease_release)(
+                s->lmdb, out->run, out->gen)) {
             /* it expires on its own */
         }
         pl__errmsg_restore(saved);

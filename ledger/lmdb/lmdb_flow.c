@@ -30,8 +30,9 @@
  * it in its place in the queue (its 'q' entry is whole) and takes it
  * with pl__taken.key_damaged: its claim fails it (PL_ECORRUPT, with a
  * reason, core/replay/claim.c) and its lease is dropped, and with it the
- * record and the entries it had, found by the run's number (purge_kind())
- * since its rank and key are not known (docs/design.md §14).
+ * record and the entries it had, found by the run's number
+ * (pl__lmdb_flow_purge()) since its rank and key are not known
+ * (docs/design.md §14).  Any other drop of a damaged record refuses.
  */
 #include "lmdb_int.h"
 
@@ -175,9 +176,22 @@ static int purge_kind(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int pl__lmdb_flow_purge(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
+{
+    if (!s->has_flow)
+        return 0;
+    uint8_t kr[9];
+    key_r(kr, run);
+    MDB_val r = {9, kr};
+    int rc = mdb_del(txn, s->flow, &r, NULL);
+    if (!rc || rc == MDB_NOTFOUND)
+        rc = purge_kind(s, txn, run, 'q', 17);
+    return rc ? rc : purge_kind(s, txn, run, 'k', 0);
+}
+
 /* Drop run @p run's flow; a parking run with a key (@p park) keeps its
- * record.  A damaged record (DAMAGE above) is dropped, unparked, with its
- * entries, found by the run's number; parked, it stays, and refuses. */
+ * record.  A damaged record refuses (PL_ECORRUPT): only the end of the
+ * run failed for it drops it (pl__lmdb_flow_purge()). */
 static int drop_flow(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, bool park,
                      int *st)
 {
@@ -187,16 +201,6 @@ static int drop_flow(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, bool park,
     int rc = flow_get(s, txn, run, &f, st);
     if (rc == MDB_NOTFOUND)
         return 0;
-    if (!rc && *st == PL_ECORRUPT && !park) {
-        uint8_t kr[9];
-        key_r(kr, run);
-        MDB_val r = {9, kr};
-        *st = 0;
-        rc = mdb_del(txn, s->flow, &r, NULL);
-        if (!rc)
-            rc = purge_kind(s, txn, run, 'q', 17);
-        return rc ? rc : purge_kind(s, txn, run, 'k', 0);
-    }
     if (rc || *st)
         return rc;
     return unplace(s, txn, run, &f, park && *f.key);

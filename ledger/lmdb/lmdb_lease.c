@@ -402,6 +402,7 @@ int pl__lmdb_lease_renew(pl__lmdb_store *s, const uint64_t *runs,
 
 typedef struct release_ctx {
     uint64_t run, gen;
+    bool damaged;
 } release_ctx;
 
 static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
@@ -411,15 +412,32 @@ static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     int rc = get(s, txn, c->run, &l, st);
     if (rc == MDB_NOTFOUND || *st || (!rc && l.gen != c->gen))
         return rc == MDB_NOTFOUND ? 0 : rc;
-    return rc ? rc : drop(s, txn, c->run, st);
+    if (rc || !c->damaged)
+        return rc ? rc : drop(s, txn, c->run, st);
+    uint8_t key[8];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key};
+    rc = mdb_del(txn, s->leases, &k, NULL);
+    return rc ? rc : pl__lmdb_flow_purge(s, txn, c->run);
+}
+
+static int release(pl__lmdb_store *s, uint64_t run, uint64_t gen,
+                   bool damaged)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    release_ctx c = {run, gen, damaged};
+    return pl__lmdb_write(s, release_body, &c);
 }
 
 int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run, uint64_t gen)
 {
-    if (!s->has_leases)
-        return no_leases(s);
-    release_ctx c = {run, gen};
-    return pl__lmdb_write(s, release_body, &c);
+    return release(s, run, gen, false);
+}
+
+int pl__lmdb_lease_purge(pl__lmdb_store *s, uint64_t run, uint64_t gen)
+{
+    return release(s, run, gen, true);
 }
 
 int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run, pl__lease *out)

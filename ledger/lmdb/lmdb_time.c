@@ -561,7 +561,8 @@ int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     if (!st && c.fst && c.drop) { /* as store.c's take: then dropped */
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if (pl__lmdb_lease_release(s, out->run, out->gen)) {
+        if ((c.t.damaged ? pl__lmdb_lease_purge
+                         : pl__lmdb_lease_release)(s, out->run, out->gen)) {
             /* it expires on its own */
         }
         pl__errmsg_restore(saved);
