@@ -623,8 +623,8 @@ static int fail_damaged_claim(const pl__taken *t, pl__buf *state, bool *drop,
  * counted by what it read, is not executed: the take tells its claim so
  * (pl__taken.key_damaged), writes the ended state the claim answers and
  * drops its lease in its transaction (the run fails: claim.c), and the
- * next take goes on; a parked run's row so damaged is passed over by a
- * wake, which wakes the next due.
+ * next take goes on; a parked run's row so damaged is taken by a wake, the
+ * same way, whether its key has room or not, and the next due woken.
  */
 Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
 {
@@ -669,7 +669,24 @@ Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
     PQclear(r);
     cr_expect_eq(took(s, false), 4);
     cr_expect_eq(took(s, false), 0);
-    /* 10's key a is full anyway: freed, the damage is what refuses it */
+    /* 10's key a is full: its damage, not its key, is what the wake
+     * meets, and it is taken without a key to be failed, its ended state
+     * written and its lease dropped in the wake's transaction */
+    pl__lease l = {0};
+    bool taken = false;
+    int64_t next = 0;
+    cr_expect_eq(pl__pg_take_due(s, "w3", 60000000, fail_damaged_claim, NULL,
+                                 &l, &taken, &next),
+                 PL_ECORRUPT, "%s", pl_errmsg());
+    cr_expect(taken && l.run == 10, "woke %llu, not 10",
+              (unsigned long long)l.run);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM t_kdamage.state WHERE "
+                             "run = 10 AND v = '\\xdead'"),
+                 1, "run 10's ended state was not written");
+    cr_expect_eq(t_pg_number("SELECT (SELECT count(*) FROM t_kdamage.leases "
+                             "WHERE run = 10) + (SELECT count(*) FROM "
+                             "t_kdamage.parked WHERE run = 10)"),
+                 0, "run 10's lease or parked row is left");
     admin_sql(c, "DELETE FROM t_kdamage.leases WHERE run = 1");
     cr_expect_eq(took(s, true), 11);
     cr_expect_eq(took(s, true), 0);
