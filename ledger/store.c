@@ -187,8 +187,8 @@ typedef struct take_ctx {
     pl__take_fn fn;
     void *user;
     bool drop;
-    int ended;                   /* fn's refusal with an ended state */
-    char msg[PL__ERRMSG_MAX];    /* and its message */
+    int ended;                /* fn's refusal with an ended state */
+    char msg[PL__ERRMSG_MAX]; /* and its message */
 } take_ctx;
 
 static int take_claim(pl__buf *state, pl__kvs *extra, void *user)
@@ -257,8 +257,8 @@ int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
     if (st && x.drop) {
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if ((damaged ? pl__lmdb_lease_purge : pl__lmdb_lease_release)(
-                s->lmdb, out->run, out->gen)) {
+        if ((damaged ? pl__lmdb_lease_purge
+                     : pl__lmdb_lease_release)(s->lmdb, out->run, out->gen)) {
             /* it expires on its own */
         }
         pl__errmsg_restore(saved);

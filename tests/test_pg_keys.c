@@ -612,8 +612,9 @@ static int fail_damaged_claim(const pl__taken *t, pl__buf *state, bool *drop,
         return PL_EBUSY;
     pl__buf_reset(state);
     int st = pl__buf_append(state, "\xde\xad", 2);
-    return st ? st : pl__err(PL_ECORRUPT, "run #%llu: its key is damaged",
-                             (unsigned long long)t->lease.run);
+    return st ? st
+              : pl__err(PL_ECORRUPT, "run #%llu: its key is damaged",
+                        (unsigned long long)t->lease.run);
 }
 
 /*
@@ -645,13 +646,12 @@ Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
     for (uint64_t run = 2; run <= 3; run++) {
         pl__lease l = {0};
         bool taken = false;
-        cr_expect_eq(pl__pg_take(s, "w2", 60000000, fail_damaged_claim,
-                                 NULL, &l, &taken),
+        cr_expect_eq(pl__pg_take(s, "w2", 60000000, fail_damaged_claim, NULL,
+                                 &l, &taken),
                      PL_ECORRUPT);
         cr_expect(taken && l.run == run, "took %llu, not %llu",
                   (unsigned long long)l.run, (unsigned long long)run);
-        cr_expect(strstr(pl_errmsg(), "its key is damaged"), "%s",
-                  pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "its key is damaged"), "%s", pl_errmsg());
     }
     PGresult *r = PQexec(
         c, "SELECT count(*) FROM t_kdamage.leases WHERE run IN (2, 3)");

@@ -436,8 +436,8 @@ static void k_damage_key(const char *path, const char *id)
     }
 #endif
     uint8_t key[9] = {'r'};
-    cr_assert_geq(t_flip_lmdb_get(path, "runs", (const uint8_t *)id,
-                                  strlen(id), key + 1, 8),
+    cr_assert_geq(t_flip_lmdb_get(path, "runs", (const uint8_t *)id, strlen(id),
+                                  key + 1, 8),
                   8);
     size_t bits = t_flip_lmdb_get(path, "flow", key, sizeof key, NULL, 0) * 8;
     t_flip_lmdb(path, "flow", key, sizeof key, bits / 2, false);

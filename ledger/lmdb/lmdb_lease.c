@@ -421,8 +421,7 @@ static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     return rc ? rc : pl__lmdb_flow_purge(s, txn, c->run);
 }
 
-static int release(pl__lmdb_store *s, uint64_t run, uint64_t gen,
-                   bool damaged)
+static int release(pl__lmdb_store *s, uint64_t run, uint64_t gen, bool damaged)
 {
     if (!s->has_leases)
         return no_leases(s);
