@@ -535,6 +535,7 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
 
 /* L_RUN_LOAD's count of the parked run's key (pg_int.h); one schema */
 #define LOAD_LIVE KEY_LIVE("%s", "p.fkey", "p.flimit", NOW_ONCE)
+#define LOAD_KEY_OK KEY_OK("p.ksum", "p.fkey", "p.flimit")
 
 char *pl__pg_read_sql(const pl__pg_store *s, int which)
 {
@@ -553,13 +554,11 @@ char *pl__pg_read_sql(const pl__pg_store *s, int which)
      * its length (4) and its bytes, in seq order */
     return pl__asprintf(
         "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR "
-        "(" KEY_OK(
-            "p.ksum", "p.fkey",
-            "p.flimit") " AND " LOAD_LIVE " < p.flimit), (SELECT "
-                        "string_agg(int8send(i.seq) || int4send(length(i.rec)) || i.rec, "
-                        "''::bytea ORDER BY i.seq) FROM \"%s\".inbox i WHERE i.run = r.num) "
-                        "FROM \"%s\".runs r LEFT JOIN \"%s\".state s ON s.run = r.num LEFT "
-                        "JOIN \"%s\".parked p ON p.run = r.num WHERE r.id = $1::bytea",
+        "(" LOAD_KEY_OK " AND " LOAD_LIVE " < p.flimit), (SELECT "
+        "string_agg(int8send(i.seq) || int4send(length(i.rec)) || i.rec, "
+        "''::bytea ORDER BY i.seq) FROM \"%s\".inbox i WHERE i.run = r.num) "
+        "FROM \"%s\".runs r LEFT JOIN \"%s\".state s ON s.run = r.num LEFT "
+        "JOIN \"%s\".parked p ON p.run = r.num WHERE r.id = $1::bytea",
         n, n, n, n, n);
 }
 
