@@ -43,14 +43,15 @@ LAYOUT(policy_def, pl_policy_def, PL_POLICY_DEF,
 LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
        END(pl_engine_options, event_user), END(pl_engine_options, read_only),
        END(pl_engine_options, lease_ms), END(pl_engine_options, no_create),
-       sizeof(pl_engine_options));
+       END(pl_engine_options, tombstone_ms), sizeof(pl_engine_options));
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
 LAYOUT(runs_options, pl_runs_options, PL_RUNS_OPTIONS, sizeof(pl_runs_options));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        END(pl_run_options, if_exists), END(pl_run_options, deadline_in_ms),
        sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
-       END(pl_worker_options, skipped), sizeof(pl_worker_options));
+       END(pl_worker_options, skipped), END(pl_worker_options, retain_ms),
+       sizeof(pl_worker_options));
 LAYOUT(schedule, pl_schedule, PL_SCHEDULE, END(pl_schedule, start_ms),
        sizeof(pl_schedule));
 LAYOUT(tombstone, pl_tombstone, PL_TOMBSTONE, sizeof(pl_tombstone));

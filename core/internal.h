@@ -242,6 +242,8 @@ struct pl_engine {
     uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */
     bool read_only;       /* pl_engine_options.read_only: nothing writes */
     int64_t tombstone_us; /* how long a tombstone keeps its id */
+    /* pl_engine_options.retain_failed_ms: 0 = retain_ms */
+    uint64_t retain_failed_ms;
     /* time (wait.c): waits shorter than this hold their thread */
     atomic_llong wait_in_place_ms;
 };

@@ -19,9 +19,12 @@ TestSuite(api_args, .timeout = 120);
 /* The engine: opening it, runs, their ledgers, export, deletion            */
 /* ------------------------------------------------------------------------ */
 
-#define ENGINE_V(v)                                                            \
+#define ENGINE_V(v) ENGINE_RETAIN(v, 0, 0)
+/* The retention rules (version 6) */
+#define ENGINE_RETAIN(v, ms, failed_ms)                                        \
     (&(pl_engine_options){(v), PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,     \
-                          false, NULL, 0, false, 0, 0})
+                          false, NULL, 0, false, (ms), 0, (failed_ms)})
+#define TOO_LONG (PL_RETAIN_MS_MAX + 1)
 #define STATS_V(v) (&(pl_store_stats){(v), 0, 0, 0, 0, 0, 0, 0})
 #define RUNS_V(v, after) (&(pl_runs_options){(v), (after), false})
 #define PRUNE_V(v) (&(pl_prune_options){(v), 0, 0, 0, false, NULL, NULL})
@@ -57,6 +60,8 @@ static int visit_line(cJSON *line, void *user)
     X(open_reg, PL_EINVAL, "registry", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, NULL, NULL)) \
     X(open_v0, PL_EINVAL, "version", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_V(0))) \
     X(open_v99, PL_EINVAL, "version", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_V(99))) \
+    X(open_retain, PL_EINVAL, "retain_ms", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_RETAIN(6, TOO_LONG, 0))) \
+    X(open_retain_failed, PL_EINVAL, "retain_failed_ms", OUT_ZERO, pl_engine_open(&f->out.eng, g_store, f->reg, ENGINE_RETAIN(6, 1, TOO_LONG))) \
     X(open_pg, PL_EINVAL, "postgres", OUT_ZERO, pl_engine_open(&f->out.eng, "postgresql://[::1", f->reg, NULL)) \
     X(stats_out, PL_EINVAL, "out", OUT_ANY, pl_engine_stats(NULL, f->e))                  \
     X(stats_eng, PL_EINVAL, "engine", OUT_ANY, pl_engine_stats(STATS_V(1), NULL))         \
@@ -179,7 +184,9 @@ Test(api_args, engine_and_runs)
     (&(pl_schedule){PL_SCHEDULE_VERSION, "s", "* * * * *", NULL, "echo", NULL, \
                     PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0, (prio), (key),    \
                     (limit), (deadline_in)})
-#define WORKER_V(v) (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, 0})
+#define WORKER_V(v) WORKER_RETAIN(v, 0, 0)
+#define WORKER_RETAIN(v, ms, failed_ms)                                        \
+    (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, (ms), (failed_ms)})
 #define POOL(v, threads, per, stack)                                           \
     (&(pl_pool_options){(v), (threads), (per), (stack)})
 #define GRANT (&(pl_rate_grant){PL_RATE_GRANT_VERSION, false, 0, 0, 0, 0})
@@ -224,6 +231,8 @@ static void pool_task(pl_engine *e, void *user)
     X(worker_eng, PL_EINVAL, "engine", OUT_ANY, pl_worker_run(NULL, NULL))                \
     X(worker_v0, PL_EINVAL, "version", OUT_ANY, pl_worker_run(f->e, WORKER_V(0)))         \
     X(worker_v99, PL_EINVAL, "version", OUT_ANY, pl_worker_run(f->e, WORKER_V(99)))       \
+    X(worker_retain, PL_EINVAL, "retain_ms", OUT_ANY, pl_worker_run(f->e, WORKER_RETAIN(3, TOO_LONG, 1))) \
+    X(worker_retain_failed, PL_EINVAL, "retain_failed_ms", OUT_ANY, pl_worker_run(f->e, WORKER_RETAIN(3, 1, TOO_LONG))) \
     X(sched_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_put(NULL, SCHED("s", "* * * * *", NULL, "echo", NULL))) \
     X(sched_null, PL_EINVAL, "schedule", OUT_ANY, pl_schedule_put(f->e, NULL))            \
     X(sched_v0, PL_EINVAL, "version", OUT_ANY, pl_schedule_put(f->e, SCHED_V(0)))         \

@@ -394,10 +394,23 @@ Test(fanout, several_suspended_callees_are_met_in_argument_order)
                             "{\"policy\": \"ask\"}]}",
                             "fan-2s");
     const char *want_path[2] = {"0.0", "0.2"};
+    char first[64] = "";
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(o->status, PL_RUN_SUSPENDED, "resume %d: %s", i,
                      o->reason ? o->reason : "");
         cr_expect_str_eq(o->suspended_path, want_path[i], "resume %d", i);
+        if (i) {
+            /* design.md §12: a replay that reaches a suspension with no
+             * answer suspends again with a new token; the old one is spent */
+            cr_expect_str_neq(o->resume_token, first);
+            cJSON *ans = t_json("{}");
+            pl_outcome *no = NULL;
+            cr_expect_eq(pl_run_resume(&no, e, "fan-2s", first, ans),
+                         PL_ETOKEN);
+            cr_expect_null(no);
+            cJSON_Delete(ans);
+        }
+        snprintf(first, sizeof first, "%s", o->resume_token);
         o = resume_with(e, "fan-2s", o,
                         i ? "{\"answer\": 1}" : "{\"answer\": 0}");
     }

@@ -1,6 +1,6 @@
 /*
- * test_retention.c -- deleting runs, tombstones, pruning and the retention
- * rule, on the store the suite runs on: LMDB, and PostgreSQL as
+ * test_retention.c -- deleting runs (never one whose state moved on since
+ * it was read), tombstones, pruning and the retention rule, on the store the suite runs on: LMDB, and PostgreSQL as
  * pg_test_retention (PL_TEST_STORE=postgresql, tests/CMakeLists.txt).
  *
  * The crash tests are real: a forked child prunes, the parent SIGKILLs it
@@ -10,9 +10,12 @@
  */
 #include "support.h"
 
+#include "internal.h"
+
 #include <errno.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,17 @@ static int start_as(pl_outcome **o, pl_engine *e, const char *policy,
     return st;
 }
 
+/* Queue a run @p id of "echo" (a worker would execute it). */
+static void submit_echo(pl_engine *e, const char *id)
+{
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+}
+
 /* ---- delete and tombstones ------------------------------------------------ */
 
 Test(retention, delete_leaves_a_tombstone)
@@ -108,12 +122,7 @@ Test(retention, refused_for_live_runs_and_bad_arguments)
 {
     pl_registry *reg = t_registry();
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "queued-1";
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    submit_echo(e, "queued-1");
     cr_assert_eq(pl_run_delete(e, "queued-1"), PL_ESTATE);
     cr_assert(strstr(pl_errmsg(), "submitted"), "%s", pl_errmsg());
     pl_run_info *info = NULL;
@@ -249,12 +258,7 @@ Test(retention, prune_chooses_by_status_and_age)
         snprintf(id, sizeof id, "bad-%02d", i);
         done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
     }
-    cJSON *p = t_json("{}");
-    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = "waiting-1";
-    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK);
-    cJSON_Delete(p);
+    submit_echo(e, "waiting-1");
 
     /* too young: nothing */
     pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
@@ -315,20 +319,61 @@ Test(retention, a_big_run_is_purged_in_bounded_transactions)
     pl_registry_free(reg);
 }
 
+/* The workers' rules that delete here are of 1 ms, which a run is past a
+ * millisecond after its last write: the clock is read (no sleep) until
+ * run @p newest, the last written, is past it, so that a worker's first
+ * prune finds every run past it, rather than its next, a second later. */
+static void past_1_ms(pl_engine *e, const char *newest)
+{
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, newest), PL_OK, "%s", pl_errmsg());
+    int64_t past = info->updated_us + 1000;
+    pl_run_info_free(info);
+    struct timespec ts;
+    do {
+        sched_yield();
+        clock_gettime(CLOCK_REALTIME, &ts);
+    } while ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 <= past);
+}
+
 typedef struct worker_arg {
     pl_engine *e;
-    uint64_t retain_ms;
+    pl_worker_options wo;
     int rc;
 } worker_arg;
 
 static void *worker_main(void *p)
 {
     worker_arg *w = p;
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.retain_ms = w->retain_ms;
-    wo.poll_ms = 10;
-    w->rc = pl_worker_run(w->e, &wo);
+    w->wo.poll_ms = 10;
+    w->rc = pl_worker_run(w->e, &w->wo);
     return NULL;
+}
+
+static worker_arg worker_with(pl_engine *e, uint64_t retain_ms,
+                              uint64_t retain_failed_ms)
+{
+    worker_arg w = {e, PL_WORKER_OPTIONS_INIT, -1};
+    w.wo.retain_ms = retain_ms;
+    w.wo.retain_failed_ms = retain_failed_ms;
+    return w;
+}
+
+/* Run worker @p w until @p want runs are left (a bound of 30 s), and stop
+ * it: its first prune has passed by then. */
+static void work_until_left(worker_arg *w, int want)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, worker_main, w), 0);
+    int left = -1;
+    for (int i = 0; i < 3000 && left != want; i++) {
+        nap_ms(10);
+        left = runs_in(w->e);
+    }
+    pl_worker_stop(w->e);
+    pthread_join(th, NULL);
+    cr_assert_eq(w->rc, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(left, want, "%d runs left, want %d", left, want);
 }
 
 /* The retention rule of the engine (or of the worker) applied by a worker:
@@ -339,18 +384,9 @@ static void retained_by_worker(uint64_t engine_ms, uint64_t worker_ms)
     pl_engine *e = open_with(t_store_path(), reg, 0, engine_ms);
     done(t_start(e, "echo", "{}", "old-1"), PL_RUN_COMPLETED);
     done(t_start(e, "fail", "{}", "old-2"), PL_RUN_FAILED);
-    worker_arg w = {e, worker_ms, -1};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, worker_main, &w), 0);
-    int left = -1;
-    for (int i = 0; i < 3000 && left; i++) {
-        nap_ms(10);
-        left = runs_in(e);
-    }
-    pl_worker_stop(e);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.rc, PL_OK);
-    cr_assert_eq(left, 0, "the worker pruned every ended run");
+    past_1_ms(e, "old-2");
+    worker_arg w = worker_with(e, worker_ms, 0);
+    work_until_left(&w, 0);
     pl_tombstone t = PL_TOMBSTONE_INIT;
     cr_assert_eq(pl_run_tombstone(&t, e, "old-2"), PL_OK);
     cr_assert_eq(t.status, PL_RUN_FAILED);
@@ -371,10 +407,135 @@ Test(retention, a_worker_without_a_rule_deletes_nothing)
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
     done(t_start(e, "echo", "{}", "stay-1"), PL_RUN_COMPLETED);
     pl_worker_stop(e); /* asked before: it returns at once */
-    worker_arg w = {e, 0, -1};
+    worker_arg w = worker_with(e, 0, 0);
     worker_main(&w);
     cr_assert_eq(w.rc, PL_OK);
     cr_assert_eq(runs_in(e), 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a rule by outcome: failed and cancelled runs kept longer ------------ */
+
+#define HOUR_MS (3600 * 1000)
+
+/* A run of each outcome the rules part, past a rule of 1 ms: completed
+ * "ok-N", failed "bad-N", cancelled "off-N". */
+static void ended_runs(pl_engine *e, int n)
+{
+    char id[32];
+    snprintf(id, sizeof id, "off-%d", n);
+    submit_echo(e, id);
+    cr_assert_eq(pl_run_cancel(e, id, "not wanted"), PL_OK, "%s", pl_errmsg());
+    snprintf(id, sizeof id, "ok-%d", n);
+    done(t_start(e, "echo", "{}", id), PL_RUN_COMPLETED);
+    snprintf(id, sizeof id, "bad-%d", n);
+    done(t_start(e, "fail", "{}", id), PL_RUN_FAILED);
+    past_1_ms(e, id);
+}
+
+/* Is run @p id there (else: deleted, with a tombstone of @p was)? */
+static bool kept(pl_engine *e, const char *id, pl_run_status was)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(&info, e, id);
+    pl_run_info_free(info);
+    if (st == PL_OK)
+        return true;
+    cr_assert_eq(st, PL_ENOTFOUND, "%s: %s", id, pl_errmsg());
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    cr_assert_eq(pl_run_tombstone(&t, e, id), PL_OK, "%s", id);
+    cr_assert_eq(t.status, was, "%s was %d", id, t.status);
+    return false;
+}
+
+Test(retention, failed_and_cancelled_runs_are_kept_longer)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    ended_runs(e, 1);
+    /* completed: past 1 ms, gone; failed and cancelled: not an hour old */
+    worker_arg w = worker_with(e, 1, HOUR_MS);
+    work_until_left(&w, 2);
+    cr_assert_not(kept(e, "ok-1", PL_RUN_COMPLETED));
+    cr_assert(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert(kept(e, "off-1", PL_RUN_CANCELLED));
+    /* past their own age they go; the completed rule, an hour now, keeps
+     * a completed run that ended since */
+    done(t_start(e, "echo", "{}", "ok-2"), PL_RUN_COMPLETED);
+    w = worker_with(e, HOUR_MS, 1);
+    work_until_left(&w, 1);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-1", PL_RUN_CANCELLED));
+    cr_assert(kept(e, "ok-2", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(retention, the_engine_rules_field_by_field)
+{
+    pl_registry *reg = t_registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.retain_failed_ms = HOUR_MS; /* retain_ms 0: the worker's */
+    pl_engine *e = NULL;
+    const char *path = t_store_path();
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    ended_runs(e, 1);
+    worker_arg w = worker_with(e, 1, 0);
+    work_until_left(&w, 2);
+    cr_assert_not(kept(e, "ok-1", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    /* the failed runs' rule alone keeps completed runs for good */
+    o.retain_failed_ms = 1;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    ended_runs(e, 2);
+    w = worker_with(e, 0, 0);
+    work_until_left(&w, 1);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-2", PL_RUN_CANCELLED));
+    cr_assert(kept(e, "ok-2", PL_RUN_COMPLETED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A caller built against version 2 has no retain_failed_ms: what lies
+ * past retain_ms is not read, and its rule deletes every ended run. */
+Test(retention, a_version_2_worker_prunes_every_outcome_alike)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    ended_runs(e, 1);
+    worker_arg w = worker_with(e, 1, HOUR_MS);
+    w.wo.version = 2;
+    work_until_left(&w, 0);
+    cr_assert_not(kept(e, "bad-1", PL_RUN_FAILED));
+    cr_assert_not(kept(e, "off-1", PL_RUN_CANCELLED));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(retention, a_rule_too_long_is_refused_naming_its_field)
+{
+    pl_registry *reg = t_registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.retain_failed_ms = PL_RETAIN_MS_MAX + 1;
+    pl_engine *e = NULL;
+    const char *path = t_store_path();
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_failed_ms"), "%s", pl_errmsg());
+    cr_assert_null(e);
+    o.retain_failed_ms = PL_RETAIN_MS_MAX; /* the longest: taken */
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    done(t_start(e, "fail", "{}", "bad-1"), PL_RUN_FAILED);
+    worker_arg w = worker_with(e, 1, PL_RETAIN_MS_MAX + 1);
+    worker_main(&w);
+    cr_assert_eq(w.rc, PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_failed_ms"), "%s", pl_errmsg());
+    w = worker_with(e, PL_RETAIN_MS_MAX + 1, 0);
+    worker_main(&w);
+    cr_assert_eq(w.rc, PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "retain_ms"), "%s", pl_errmsg());
+    cr_assert(kept(e, "bad-1", PL_RUN_FAILED), "nothing was pruned");
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -667,6 +828,49 @@ Test(retention, suspended_imported_read_only_and_visitor_refusals)
     pl_run_info *info = NULL;
     cr_assert_eq(pl_run_get(&info, e, "kept-3"), PL_OK, "not deleted");
     pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* design.md §7.9: the store deletes a run "only if its state record is
+ * still the bytes read: a run that moved on meanwhile is left as it is".
+ * A delete whose bytes read are not the state's now (one byte of them
+ * changed, as by a write since) is PL_EBUSY and leaves the run whole, its
+ * id its own; with the bytes as they are, the run goes. */
+Test(retention, a_run_whose_state_moved_on_is_not_deleted)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    done(t_start(e, "chain", "{\"n\": 2}", "moved"), PL_RUN_COMPLETED);
+    uint64_t num;
+    pl__buf state = {0}, tomb = {0};
+    cr_assert_eq(pl__store_run_find(e->store, "moved", &num, NULL), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_state_get(e->store, num, &state), PL_OK, "%s",
+                 pl_errmsg());
+    pl__tomb t = {.status = PL_RUN_COMPLETED, .created_us = 1,
+                  .deleted_us = 2, .expires_us = INT64_MAX / 2};
+    snprintf(t.policy, sizeof t.policy, "chain");
+    cr_assert_eq(pl__tomb_encode(&tomb, "moved", &t), PL_OK);
+    uint8_t *was = malloc(state.len);
+    cr_assert_not_null(was);
+    memcpy(was, state.data, state.len);
+    was[state.len / 2] ^= 1;
+    pl__delete d = {"moved", num, was, state.len, &tomb, -1};
+    cr_assert_eq(pl__store_delete(e->store, &d, 1), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(d.rc, PL_EBUSY);
+    cr_expect_eq(pl_run_verify(e, "moved"), PL_OK, "whole: %s", pl_errmsg());
+    pl_tombstone ts = PL_TOMBSTONE_INIT;
+    cr_expect_eq(pl_run_tombstone(&ts, e, "moved"), PL_ENOTFOUND);
+
+    pl__delete d2 = {"moved", num, state.data, state.len, &tomb, -1};
+    cr_assert_eq(pl__store_delete(e->store, &d2, 1), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(d2.rc, PL_OK);
+    pl_run_info *info = NULL;
+    cr_expect_eq(pl_run_get(&info, e, "moved"), PL_ENOTFOUND);
+    free(was);
+    pl__buf_free(&state);
+    pl__buf_free(&tomb);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -1,8 +1,8 @@
 /*
  * test_store_open.c -- opening LMDB stores: one open per process (and one
  * more in a forked child, one per file whatever the path), files that are
- * not stores, directory stores, store format versions, pl_engine_open's
- * argument checks and damaged run records.
+ * not stores, directory stores, the files' mode 0600, store format
+ * versions, pl_engine_open's argument checks and damaged run records.
  */
 #include "support.h"
 #include "support_store.h"
@@ -11,6 +11,7 @@
 #include "hash.h"
 #include "store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <lmdb.h>
@@ -450,5 +451,53 @@ Test(store, one_open_per_file_whatever_the_path)
     e = open_with(alias, reg, 0, 0);
     cr_assert_eq(pl_run_verify(e, "here"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Every file in directory @p dir is a regular file of mode 0600; how many. */
+static int files_0600(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "opendir %s: %s", dir, strerror(errno));
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[4300];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        cr_assert_eq(stat(p, &sb), 0, "stat %s: %s", p, strerror(errno));
+        cr_expect(S_ISREG(sb.st_mode), "%s is a file", p);
+        cr_expect_eq(sb.st_mode & 07777, 0600, "%s: mode %o", p,
+                     (unsigned)(sb.st_mode & 07777));
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* design.md §7.6: "files are created mode 0600", whatever the umask lets
+ * through: a directory store's data.mdb and lock.mdb, a file store's file
+ * and PATH-lock, and nothing else beside them. */
+Test(store, files_are_created_mode_0600)
+{
+    umask(0);
+    pl_registry *reg = registry();
+    const char *dir = t_tmpdir();
+    pl_engine *e = open_with(dir, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 1}", "in-a-dir");
+    pl_engine_close(e);
+    cr_expect_eq(files_0600(dir), 2, "data.mdb and lock.mdb");
+
+    char path[4300];
+    snprintf(path, sizeof path, "%s", t_store_path());
+    e = open_with(path, reg, 0, 0);
+    start_ok(e, "nest", "{\"depth\": 1, \"fanout\": 1}", "in-a-file");
+    pl_engine_close(e);
+    char lock[4310];
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    cr_expect_eq(access(lock, F_OK), 0, "%s", lock);
+    *strrchr(path, '/') = '\0';
+    cr_expect_eq(files_0600(path), 2, "the store and its lock");
     pl_registry_free(reg);
 }

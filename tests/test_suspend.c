@@ -7,13 +7,15 @@
  * token errors, resuming with an answer (and not executing the tools before
  * the suspension again), two suspensions in one run, a non-object answer,
  * where the suspend and resume steps sit in the ledger, check mode on a
- * suspended run, and verification of the final run.
+ * suspended run, verification of the final run, and a resume past the
+ * run's deadline.
  */
 #include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -668,6 +670,59 @@ Test(suspend, the_human_policy_asks_and_returns_the_answer)
     pl_outcome_free(o1);
     pl_outcome_free(o2);
     pl_outcome_free(o3);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* design.md §12.1, deadline: a run fails with PL_EDEADLINE at the first
+ * call boundary past it at the end of its ledger, "a replay of recorded
+ * steps never fails on it": resumed past its deadline, the run replays
+ * its recorded call and its answered suspension, and fails at its next
+ * call, which executes nothing. */
+Test(suspend, a_replay_past_the_deadline_fails_only_at_the_ledgers_end)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(reg);
+    pl_outcome *o = NULL;
+    int64_t deadline = 0;
+    /* a deadline the start meets, doubled for a host too slow for it */
+    for (int64_t in_ms = 200; !o || o->status != PL_RUN_SUSPENDED;
+         in_ms *= 2) {
+        cr_assert_leq(in_ms, 6400, "the start never met its deadline");
+        pl_outcome_free(o);
+        o = NULL;
+        char id[32];
+        snprintf(id, sizeof id, "s-dl-%lld", (long long)in_ms);
+        pl_action a = {PL_ACTION_VERSION, "approve", pl_json_empty(), NULL, 0,
+                       NULL};
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.run_id = id;
+        deadline = wall_ms() + in_ms;
+        ro.deadline_ms = deadline;
+        cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    }
+    int echoes = t_calls.echo, answers = g_nanswers;
+    char id[PL_MAX_RUN_ID + 1];
+    snprintf(id, sizeof id, "%s", o->run_id);
+    while (wall_ms() <= deadline) {
+        struct timespec nap = {0, 5000000L};
+        nanosleep(&nap, NULL);
+    }
+    pl_outcome *o2 = resume_ok(e, id, o->resume_token, "{\"ok\": 1}");
+    cr_expect_eq(o2->status, PL_RUN_FAILED);
+    cr_expect_eq(o2->error, PL_EDEADLINE, "%s", o2->reason);
+    cr_expect_eq(t_calls.echo, echoes, "the recorded call is served");
+    cr_expect_eq(g_nanswers, answers + 1, "the answered suspension replayed");
+    cr_expect_eq(t_calls.add, 0, "the call past the ledger's end fails");
+    pl_outcome_free(o);
+    pl_outcome_free(o2);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -1,7 +1,9 @@
 /*
  * test_take.c -- a worker's take (pl__store_take(), TAKE in store.h): the
  * next expired lease, its run read and claimed, in one transaction; and
- * what a claim that refuses leaves: the lease kept unclaimed, or dropped.
+ * what a claim that refuses leaves: the lease kept unclaimed, or dropped;
+ * a keyed lease that ran out, which fences its holder though untaken; and
+ * a timer, which keeps its earlier due time.
  * On the store the suite runs on: LMDB, and PostgreSQL as pg_test_take.
  * The take's round trips on PostgreSQL are test_pg_worker.c's.
  */
@@ -55,15 +57,24 @@ static pl_engine *k_engine(const char *path, const pl_registry *reg)
     return e;
 }
 
-static void k_submit(pl_engine *e, const char *id)
+/* Submit run @p id of "echo", under concurrency key @p key (limit 1) when
+ * @p key is not NULL. */
+static void k_submit_keyed(pl_engine *e, const char *id, const char *key)
 {
     pl_action root = PL_ACTION_INIT;
     root.policy = "echo";
     root.payload = t_json("{\"x\": 1}");
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
+    ro.concurrency_key = key;
+    ro.concurrency_limit = key ? 1 : 0;
     cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
     cJSON_Delete((cJSON *)root.payload);
+}
+
+static void k_submit(pl_engine *e, const char *id)
+{
+    k_submit_keyed(e, id, NULL);
 }
 
 /* pl__store_take() for @p owner, its claim noting into @p s. */
@@ -388,6 +399,116 @@ Test(take, a_wake_is_one_transaction_before_the_run_goes_on)
     if (!t_on_pg()) /* PostgreSQL's mark is its WAL position, no count */
         cr_expect_eq(m1 - m0, 2, "write transactions of a wake: %llu",
                      (unsigned long long)(m1 - m0));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Commit @p b with one step more, seq @p seq of its run's root ledger. */
+static int k_commit_step(pl_engine *e, pl__batch *b, uint32_t seq)
+{
+    uint8_t key[12];
+    pl__put_be64(key, b->run);
+    pl__put_be32(key + 8, seq);
+    cr_assert_eq(pl__kvs_add(&b->steps, key, sizeof key, (uint8_t *)"x", 1),
+                 PL_OK);
+    pl__batch *one[1] = {b};
+    int st = pl__store_commit(e->store, one, 1, false);
+    pl__kvs_free(&b->steps);
+    return st;
+}
+
+/* A commit of one step (seq @p seq of the root ledger) to @p l's run under
+ * its lease's fence. */
+static int k_fenced_commit(pl_engine *e, const pl__lease *l, uint32_t seq)
+{
+    pl__batch b = {0};
+    b.run = l->run;
+    b.gen = l->gen;
+    return k_commit_step(e, &b, seq);
+}
+
+/*
+ * design.md §14, flow control: "A keyed lease that ran out fails its
+ * holder's fence and renewal even if nobody took it" (its key's place may
+ * have gone to another run), where a lease without a key that ran out,
+ * taken by nobody, is fenced by its generation alone and renewed.
+ */
+Test(take, a_keyed_lease_that_ran_out_fences_its_holder_though_untaken)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit_keyed(e, "plain", NULL);
+    k_submit_keyed(e, "keyed", "tenant");
+    pl__lease l[2];
+    for (int i = 0; i < 2; i++) {
+        seen s = {0};
+        bool taken = false;
+        cr_assert_eq(k_take(e, "w1", &s, &l[i], &taken), PL_OK, "%s",
+                     pl_errmsg());
+        cr_assert(taken);
+    }
+    cr_assert_str_eq(l[0].id, "plain");
+    cr_assert_str_eq(l[1].id, "keyed");
+    /* both leases run out, their holder alive, nobody taking them */
+    uint64_t runs[2] = {l[0].run, l[1].run}, gens[2] = {l[0].gen, l[1].gen};
+    bool lost[2] = {true, true};
+    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 1, lost),
+                 PL_OK, "%s", pl_errmsg());
+    cr_assert(!lost[0] && !lost[1], "both live when renewed");
+    k_expired(e, l[0].run);
+    k_expired(e, l[1].run);
+
+    cr_expect_eq(k_fenced_commit(e, &l[0], 0), PL_OK, "no key: %s",
+                 pl_errmsg());
+    cr_expect_eq(k_fenced_commit(e, &l[1], 0), PL_EBUSY, "keyed");
+    cr_expect(strstr(pl_errmsg(), "ran out") != NULL, "%s", pl_errmsg());
+    lost[0] = lost[1] = false;
+    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 60000000,
+                                       lost),
+                 PL_OK, "%s", pl_errmsg());
+    cr_expect_not(lost[0], "a lease without a key is renewed");
+    cr_expect(lost[1], "a keyed lease that ran out is lost");
+    /* nobody took it: the holder is fenced by the key's rule alone */
+    pl__lease held;
+    cr_assert_eq(pl__store_lease_get(e->store, l[1].run, &held), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(held.gen, l[1].gen);
+    cr_expect_str_eq(held.owner, "w1");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* design.md §12.1: "Setting a timer keeps an earlier due time, so a wake
+ * asked for is never pushed back": set, or carried by a commit, a later
+ * due time leaves the timer as it is; an earlier one moves it. */
+Test(take, a_timer_keeps_its_earlier_due_time)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = k_engine(t_store_path(), reg);
+    k_submit(e, "timed");
+    uint64_t run;
+    cr_assert_eq(pl__store_run_find(e->store, "timed", &run, NULL), PL_OK,
+                 "%s", pl_errmsg());
+    int64_t t0 = pl__now_us() + 3600 * 1000000LL, due = 0;
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0 + 1000), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0, "a later set is not taken");
+
+    pl__batch b = {0};
+    b.run = run;
+    b.timer_us = t0 + 2000;
+    b.timer_id = "timed";
+    cr_assert_eq(k_commit_step(e, &b, 0), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0, "a commit's later timer is not taken");
+
+    cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0 - 1000), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_timer_get(e->store, run, &due), PL_OK);
+    cr_expect_eq(due, t0 - 1000, "an earlier one is");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

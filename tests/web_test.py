@@ -335,6 +335,12 @@ def test(tmp):
     check(p.returncode == 1 and "without a token" in p.stderr,
           "a non-loopback address without a token is refused: %d %s" %
           (p.returncode, p.stderr))
+    # design.md §19: a token of at least 16 bytes (16 is taken below)
+    p = subprocess.run([WEB, store, "--listen", "127.0.0.1:0"],
+                       env=dict(env, PL_WEB_TOKEN="x" * 15),
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "too short" in p.stderr,
+          "a token of 15 bytes is refused: %d %s" % (p.returncode, p.stderr))
     p = subprocess.run([WEB, store, "--bogus"], capture_output=True,
                        text=True, timeout=30)
     check(p.returncode == 1 and "unknown option" in p.stderr,
@@ -438,7 +444,7 @@ def test(tmp):
         v2.stop()
 
     # --- a token ---
-    token = "t0ken-" + "x" * 20
+    token = "t0ken-" + "x" * 10  # 16 bytes, the least taken
     tf = os.path.join(tmp, "token")
     with open(tf, "w") as f:
         f.write(token + "\n")

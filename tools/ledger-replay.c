@@ -131,6 +131,7 @@ static void usage(FILE *f)
         "with\n"
         "                        nothing written.  Needs no --plugin.\n"
         "  --worker [--concurrency N] [--lease-ms MS] [--retain DURATION]\n"
+        "      [--retain-failed DURATION]\n"
         "                        be a worker: take submitted runs, and runs "
         "whose worker\n"
         "                        died (lease expired), and execute them, N at "
@@ -149,12 +150,9 @@ static void usage(FILE *f)
         "(default 30000,\n"
         "                        at least 100); a dead worker's runs are "
         "taken once it\n"
-        "                        has run out.  --retain: delete the runs "
-        "that ended at\n"
-        "                        least DURATION ago, as --prune does: at "
-        "start, then\n"
-        "                        every tenth of DURATION (a second to a "
-        "minute apart)\n"
+        "                        has run out.  --retain, --retain-failed: "
+        "its retention\n"
+        "                        rule (below, after --prune)\n"
         "  --submit POLICY --payload JSON [--new-id ID]\n"
         "                        queue a run of POLICY for a worker, without "
         "executing\n"
@@ -330,11 +328,13 @@ static int set_mode(options *o, enum mode m, const char *flag);
 static bool is_queue_flag(const char *a)
 {
     static const char *const flags[] = {
-        "--concurrency",     "--lease-ms", "--submit",    "--payload",
-        "--priority",        "--key",      "--key-limit", "--retain",
-        "--older-than",      "--status",   "--archive",   "--schedule-put",
-        "--schedule-delete", "--cron",     "--zone",      "--policy",
-        "--overlap",         "--catch-up", "--deadline"};
+        "--concurrency",  "--lease-ms",        "--submit",
+        "--payload",      "--priority",        "--key",
+        "--key-limit",    "--retain",          "--retain-failed",
+        "--older-than",   "--status",          "--archive",
+        "--schedule-put", "--schedule-delete", "--cron",
+        "--zone",         "--policy",          "--overlap",
+        "--catch-up",     "--deadline"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i]))
             return true;

@@ -72,6 +72,8 @@ typedef struct options {
     const char *key;      /* --key K */
     unsigned key_limit;   /* --key-limit N */
     const char *retain;   /* --worker's --retain DURATION */
+    /* --worker's --retain-failed DURATION */
+    const char *retain_failed;
     /* --prune */
     const char *older_than; /* --older-than DURATION */
     const char *status;     /* --status LIST */
@@ -180,6 +182,8 @@ typedef struct tool {
     uint64_t prune_older_ms; /* --older-than, read */
     unsigned prune_statuses; /* --status, read */
     uint64_t retain_ms;      /* --retain, read */
+    /* --retain-failed, read */
+    uint64_t retain_failed_ms;
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
@@ -241,7 +245,7 @@ int prepare_resume(tool *t);
 int prepare_submit(tool *t);
 int prepare_import(tool *t);
 int prepare_prune(tool *t);
-int prepare_worker(tool *t); /* replay_retention.c: --retain */
+int prepare_worker(tool *t); /* replay_retention.c: --retain(-failed) */
 int prepare_schedule(tool *t);
 /* replay_sched.c: --schedule-put, --schedule-delete */
 void mode_schedule(tool *t);
@@ -260,8 +264,8 @@ void mode_prune(tool *t); /* replay_retention.c */
 
 /* ---- replay_retention.c: --prune's part of --help, its flags ---- */
 void usage_retention(FILE *f);
-/* Where --retain, --older-than, --status or --archive keep their value;
- * NULL for another flag. */
+/* Where --retain, --retain-failed, --older-than, --status or --archive
+ * keep their value; NULL for another flag. */
 const char **retention_slot(options *o, const char *flag);
 /* Each retention flag with its mode: 0, or -1 after a usage error. */
 int check_retention_args(const options *o);

@@ -116,6 +116,7 @@ void mode_worker(tool *t)
     pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
     wo.concurrency = t->opt.concurrency;
     wo.retain_ms = t->retain_ms;
+    wo.retain_failed_ms = t->retain_failed_ms;
     wo.completed = &done;
     wo.suspended = &susp;
     wo.failed = &failed;

@@ -4,8 +4,9 @@
  * bounded batches, each first written to an archive directory when asked:
  * its verified export (the JSON lines of `ledger-dump --run ID --format
  * jsonl`), made durable (the file and its directory fsynced) before the
- * run is deleted; --worker --retain makes a worker apply a retention rule
- * (pl_worker_options.retain_ms).  Their usage, flags and checks are here.
+ * run is deleted; --worker --retain and --retain-failed make a worker
+ * apply a retention rule (pl_worker_options.retain_ms, .retain_failed_ms).
+ * Their usage, flags and checks are here.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -43,23 +44,38 @@ void usage_retention(FILE *f)
           "(ledger-\n"
           "                        replay --import loads it back).  --dry-run "
           "lists, and\n"
-          "                        deletes nothing.  Needs no --plugin.\n",
+          "                        deletes nothing.  Needs no --plugin.\n"
+          "  --worker --retain DURATION [--retain-failed DURATION]\n"
+          "                        the worker's retention rule: it deletes "
+          "the runs that\n"
+          "                        ended at least DURATION ago, as --prune "
+          "does, at start\n"
+          "                        and then every tenth of DURATION (a "
+          "second to a minute\n"
+          "                        apart); --retain-failed: failed and "
+          "cancelled runs after\n"
+          "                        its own DURATION instead (kept longer, "
+          "to look into;\n"
+          "                        it may be given alone: then completed "
+          "runs are kept)\n",
           f);
 }
 
 const char **retention_slot(options *o, const char *flag)
 {
-    return !strcmp(flag, "--retain")       ? &o->retain
-           : !strcmp(flag, "--older-than") ? &o->older_than
-           : !strcmp(flag, "--status")     ? &o->status
-           : !strcmp(flag, "--archive")    ? &o->archive
-                                           : NULL;
+    return !strcmp(flag, "--retain")          ? &o->retain
+           : !strcmp(flag, "--retain-failed") ? &o->retain_failed
+           : !strcmp(flag, "--older-than")    ? &o->older_than
+           : !strcmp(flag, "--status")        ? &o->status
+           : !strcmp(flag, "--archive")       ? &o->archive
+                                              : NULL;
 }
 
 int check_retention_args(const options *o)
 {
-    if (o->retain && o->mode != MODE_WORKER) {
-        cli_error("--retain goes with --worker");
+    if ((o->retain || o->retain_failed) && o->mode != MODE_WORKER) {
+        cli_error("%s goes with --worker",
+                  o->retain ? "--retain" : "--retain-failed");
         return -1;
     }
     if ((o->older_than || o->status || o->archive) && o->mode != MODE_PRUNE) {
@@ -128,17 +144,29 @@ int prepare_prune(tool *t)
     return 0;
 }
 
-int prepare_worker(tool *t)
+/* A worker's --retain or --retain-failed DURATION, in ms (0 when not
+ * given); -1 after a usage error. */
+static int64_t retain_arg(const char *flag, const char *value)
 {
     int64_t now = cli_now_us(), since;
-    if (!t->opt.retain)
+    if (!value)
         return 0;
-    if (!cli_parse_time(&since, t->opt.retain, now) || since >= now) {
-        cli_error("bad --retain %s: give a duration (30d, 12h, 90m, 45s)",
-                  QUOTE(t->opt.retain));
-        return EXIT_USAGE;
+    if (!cli_parse_time(&since, value, now) || since >= now) {
+        cli_error("bad %s %s: give a duration (30d, 12h, 90m, 45s)", flag,
+                  QUOTE(value));
+        return -1;
     }
-    t->retain_ms = (uint64_t)(now - since) / 1000;
+    return (now - since) / 1000;
+}
+
+int prepare_worker(tool *t)
+{
+    int64_t ms = retain_arg("--retain", t->opt.retain);
+    int64_t failed_ms = retain_arg("--retain-failed", t->opt.retain_failed);
+    if (ms < 0 || failed_ms < 0)
+        return EXIT_USAGE;
+    t->retain_ms = (uint64_t)ms;
+    t->retain_failed_ms = (uint64_t)failed_ms;
     return 0;
 }
 

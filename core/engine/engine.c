@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "retention.h"
 
 #define LEAD_MAX 8 /* groups one leader commits before handing on */
 #define REMOTE_LEASE_US (60 * 1000000LL)
@@ -192,11 +193,15 @@ int pl_engine_open(pl_engine **out, const char *path,
                        "pl_engine_open: lease_ms %u is shorter than "
                        "the shortest lease, %u ms",
                        lease_ms, LEASE_MS_MIN);
+    if (pl__retain_ok(opts->retain_ms, opts->retain_failed_ms,
+                      "pl_engine_open"))
+        return PL_EINVAL;
     pl_engine *e = calloc(1, sizeof *e);
     if (!e)
         return pl__err(PL_ENOMEM, "out of memory opening an engine");
     e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
     e->retain_ms = opts->retain_ms;
+    e->retain_failed_ms = opts->retain_failed_ms;
     e->tombstone_us = opts->tombstone_ms &&
                               opts->tombstone_ms < INT64_MAX / 1000
                           ? (int64_t)opts->tombstone_ms * 1000

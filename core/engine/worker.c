@@ -68,8 +68,9 @@ typedef struct worker {
     pl__lease *retake; /* runs cut off by the failure: still ours */
     size_t n_retake, cap_retake;
     unsigned retaken;
-    /* the retention rule (pl_worker_options.retain_ms) */
-    uint64_t retain_ms;
+    /* the retention rule (pl_worker_options.retain_ms, .retain_failed_ms:
+     * the failed and cancelled runs' own) */
+    uint64_t retain_ms, retain_failed_ms;
     uint64_t prune_every_ns;
     _Atomic uint64_t prune_next_ns; /* when a thread prunes next */
     /* schedules (guarded by mu): when to fire them next, and whether a
@@ -82,7 +83,7 @@ typedef struct worker {
  * that moves prune_next_ns on), the others go on taking runs. */
 static void maybe_prune(worker *w)
 {
-    if (!w->retain_ms)
+    if (!w->retain_ms && !w->retain_failed_ms)
         return;
     uint64_t now = pl__mono_ns(), due = atomic_load(&w->prune_next_ns);
     if (now < due || !atomic_compare_exchange_strong(&w->prune_next_ns, &due,
@@ -91,7 +92,7 @@ static void maybe_prune(worker *w)
     char msg[PL__ERRMSG_MAX];
     pl__errmsg_save(msg);
     /* a failure is retried at the next turn; the runs wait meanwhile */
-    if (pl__retain(w->e, w->retain_ms)) {
+    if (pl__retain(w->e, w->retain_ms, w->retain_failed_ms)) {
     }
     pl__errmsg_restore(msg);
 }
@@ -374,10 +375,22 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         return pl__err(PL_EINVAL,
                        "pl_worker_run: concurrency %u is more than %d",
                        opts->concurrency, CONCURRENCY_MAX);
+    if (pl__retain_ok(opts->retain_ms, opts->retain_failed_ms, "pl_worker_run"))
+        return PL_EINVAL;
     worker w = {.e = e,
                 .poll_ms = opts->poll_ms ? opts->poll_ms : POLL_MS_DEFAULT};
+    /* field by field the worker's, else the engine's; the failed runs'
+     * rule set on neither is the others' */
     w.retain_ms = opts->retain_ms ? opts->retain_ms : e->retain_ms;
-    uint64_t every_ms = w.retain_ms / 10;
+    w.retain_failed_ms = opts->retain_failed_ms ? opts->retain_failed_ms
+                         : e->retain_failed_ms  ? e->retain_failed_ms
+                                                : w.retain_ms;
+    /* the shorter rule sets the pace */
+    uint64_t shorter = !w.retain_ms ? w.retain_failed_ms
+                       : w.retain_failed_ms && w.retain_failed_ms < w.retain_ms
+                           ? w.retain_failed_ms
+                           : w.retain_ms;
+    uint64_t every_ms = shorter / 10;
     every_ms = every_ms < 1000 ? 1000 : every_ms > 60000 ? 60000 : every_ms;
     w.prune_every_ns = every_ms * 1000000;
     atomic_init(&w.prune_next_ns, pl__mono_ns());

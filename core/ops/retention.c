@@ -358,7 +358,7 @@ int pl_engine_prune(pl_engine *e, const pl_prune_options *opts,
     if (o.batch > BATCH_MAX)
         return pl__err(PL_EINVAL, "pl_engine_prune: batch %u is more than %d",
                        o.batch, BATCH_MAX);
-    if (o.older_than_ms > (uint64_t)INT64_MAX / 2000)
+    if (o.older_than_ms > PL_RETAIN_MS_MAX)
         return pl__err(PL_EINVAL, "pl_engine_prune: older_than_ms is too "
                                   "large");
     rule r = {mask, pl__now_us() - (int64_t)o.older_than_ms * 1000, o.dry_run,
@@ -366,10 +366,39 @@ int pl_engine_prune(pl_engine *e, const pl_prune_options *opts,
     return prune(e, &r, o.batch ? o.batch : BATCH_DEFAULT, deleted);
 }
 
-int pl__retain(pl_engine *e, uint64_t retain_ms)
+int pl__retain_ok(uint64_t retain_ms, uint64_t retain_failed_ms, const char *fn)
+{
+    bool ms_bad = retain_ms > PL_RETAIN_MS_MAX;
+    if (!ms_bad && retain_failed_ms <= PL_RETAIN_MS_MAX)
+        return PL_OK;
+    return pl__err(PL_EINVAL,
+                   "%s: %s %llu is more than PL_RETAIN_MS_MAX (%llu ms)", fn,
+                   ms_bad ? "retain_ms" : "retain_failed_ms",
+                   (unsigned long long)(ms_bad ? retain_ms : retain_failed_ms),
+                   (unsigned long long)PL_RETAIN_MS_MAX);
+}
+
+/* The runs a retention rule keeps to be looked into: failed, cancelled. */
+#define FAILED_BITS ((1u << PL_RUN_FAILED) | (1u << PL_RUN_CANCELLED))
+
+static int retain_pass(pl_engine *e, uint64_t ms, unsigned statuses)
 {
     pl_prune_options o = PL_PRUNE_OPTIONS_INIT;
-    o.older_than_ms = retain_ms;
+    o.older_than_ms = ms;
+    o.statuses = statuses;
     uint64_t deleted;
     return pl_engine_prune(e, &o, &deleted);
+}
+
+int pl__retain(pl_engine *e, uint64_t retain_ms, uint64_t failed_ms)
+{
+    if (retain_ms == failed_ms)
+        return retain_ms ? retain_pass(e, retain_ms, 0) : PL_OK;
+    unsigned rest = 0;
+    for (unsigned s = 0; s < 32; s++)
+        rest |= pl__status_final((pl_run_status)s) ? 1u << s : 0;
+    rest &= ~FAILED_BITS;
+    int st = retain_ms ? retain_pass(e, retain_ms, rest) : PL_OK;
+    int fst = failed_ms ? retain_pass(e, failed_ms, FAILED_BITS) : PL_OK;
+    return st ? st : fst;
 }

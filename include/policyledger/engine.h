@@ -154,8 +154,14 @@ const char *pl_durability_name(pl_durability d);
 int pl_durability_parse(pl_durability *out, const char *name);
 
 /* Version 2 appended read_only, version 3 host_id and lease_ms, version 4
- * no_create, version 5 retain_ms and tombstone_ms. */
-#define PL_ENGINE_OPTIONS_VERSION 5
+ * no_create, version 5 retain_ms and tombstone_ms, version 6
+ * retain_failed_ms. */
+#define PL_ENGINE_OPTIONS_VERSION 6
+
+/** The longest retention rule (pl_engine_options.retain_ms and
+ *  .retain_failed_ms, pl_worker_options' the same), in milliseconds: the
+ *  longest age pl_engine_prune() takes, some 146,000 years. */
+#define PL_RETAIN_MS_MAX ((uint64_t)INT64_MAX / 2000)
 
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
@@ -210,7 +216,10 @@ typedef struct pl_engine_options {
      * failed, cancelled, superseded, continued) whose last write is at
      * least this many milliseconds old are deleted by the engine's workers
      * (pl_worker_run(), see pl_worker_options.retain_ms), leaving
-     * tombstones.  0 (the default) keeps every run.
+     * tombstones.  0 (the default) keeps every run.  Since version 6 it
+     * is the rule of the failed and cancelled runs only while
+     * retain_failed_ms is 0.  At most PL_RETAIN_MS_MAX (more:
+     * pl_engine_open() fails with PL_EINVAL, naming the field).
      */
     uint64_t retain_ms;
     /**
@@ -218,11 +227,21 @@ typedef struct pl_engine_options {
      * in milliseconds: 0 = 7 days.
      */
     uint64_t tombstone_ms;
+    /**
+     * Since version 6.  The retention rule of the runs that ended failed
+     * or cancelled, in place of retain_ms for them: kept this many
+     * milliseconds after their last write, to be looked into, while
+     * completed ones go after retain_ms (see
+     * pl_worker_options.retain_failed_ms, which overrides it for a
+     * worker).  0 (the default): retain_ms applies to them too.  At most
+     * PL_RETAIN_MS_MAX.
+     */
+    uint64_t retain_failed_ms;
 } pl_engine_options;
 
 #define PL_ENGINE_OPTIONS_INIT                                                 \
     { PL_ENGINE_OPTIONS_VERSION, PL_DURABILITY_SYNC, 0, 0, 0, 0, NULL, NULL,   \
-      false, NULL, 0, false, 0, 0 }
+      false, NULL, 0, false, 0, 0, 0 }
 
 /**
  * Open (creating if needed) a store and an engine on it.
@@ -240,7 +259,8 @@ typedef struct pl_engine_options {
  * @param registry      borrowed: must outlive the engine and not change
  *                      while the engine runs.
  * @param opts          NULL for defaults.
- * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB); PL_EBUSY (this
+ * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB, a retention age
+ *         past PL_RETAIN_MS_MAX); PL_EBUSY (this
  *         process has the LMDB store open already; a PostgreSQL store
  *         may be opened by many engines); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store:

@@ -632,7 +632,8 @@ typedef int (*pl_prune_fn)(const pl_run_info *info, void *user);
 typedef struct pl_prune_options {
     unsigned version;        /**< PL_PRUNE_OPTIONS_VERSION */
     /** Runs that ended (their last write, pl_run_info.updated_us) at least
-     *  this long ago; 0 = whenever they ended. */
+     *  this long ago; 0 = whenever they ended; at most
+     *  PL_RETAIN_MS_MAX. */
     uint64_t older_than_ms;
     /** Which final statuses: a bit (1u << status) for each; 0 = every
      *  final one (completed, failed, cancelled, superseded, continued).  A

@@ -211,8 +211,8 @@ int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
 int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
                   const pl_run_options *opts);
 
-/* Version 2 appended retain_ms. */
-#define PL_WORKER_OPTIONS_VERSION 2
+/* Version 2 appended retain_ms, version 3 retain_failed_ms. */
+#define PL_WORKER_OPTIONS_VERSION 3
 
 /** Worker options.  Initialise with PL_WORKER_OPTIONS_INIT. */
 typedef struct pl_worker_options {
@@ -232,13 +232,33 @@ typedef struct pl_worker_options {
      * every retain_ms / 10 (at least a second, at most a minute) one of
      * its threads deletes the runs that have ended whose last write is at
      * least retain_ms old, as pl_engine_prune() does.  0 = the
-     * engine's pl_engine_options.retain_ms (0 there too: none).
+     * engine's pl_engine_options.retain_ms (0 there too: none).  Since
+     * version 3 it is the rule of the runs that ended completed,
+     * superseded or continued, and of failed and cancelled ones only
+     * while retain_failed_ms leaves them to it.  At most
+     * PL_RETAIN_MS_MAX (more: pl_worker_run() fails with PL_EINVAL,
+     * naming the field).
      */
     uint64_t retain_ms;
+    /**
+     * Since version 3.  The age of the runs that ended failed or
+     * cancelled, kept to be looked into: they are deleted once their last
+     * write is at least retain_failed_ms old, whatever retain_ms says
+     * (longer or shorter); retain_ms is then the age of the other ended
+     * runs (completed, superseded, continued), and with retain_ms 0 those
+     * are kept for good.  0 = the engine's
+     * pl_engine_options.retain_failed_ms; 0 there too: retain_ms applies
+     * to every outcome, as before version 3.  To keep failed runs for good
+     * beside a retain_ms, give a long age (100 years, say).  At most
+     * PL_RETAIN_MS_MAX.  A worker with both rules prunes once a rule
+     * (pl_engine_prune() with each one's statuses), at the interval the
+     * shorter gives.
+     */
+    uint64_t retain_failed_ms;
 } pl_worker_options;
 
 #define PL_WORKER_OPTIONS_INIT                                                 \
-    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0 }
+    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0, 0 }
 
 /**
  * Execute queued and crashed runs until pl_worker_stop().  Each of
@@ -287,7 +307,9 @@ typedef struct pl_worker_options {
  * @return PL_OK once stopped: the calls under way have finished and their
  *         runs have stopped before their next call, handed back to the
  *         queue (durable up to that call) for another worker to go on with;
- *         PL_EINVAL (bad options); PL_ESTATE (a read-only engine);
+ *         PL_EINVAL (bad options: a retention age past
+ *         PL_RETAIN_MS_MAX among them, the field named); PL_ESTATE (a
+ *         read-only engine);
  *         PL_ENOMEM (or threads could not be started).
  */
 int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);

@@ -128,6 +128,10 @@ class Prune(unittest.TestCase):
                  "--retain goes with --worker"),
                 (["--worker", "--plugin", DEMO_PLUGIN, "--retain", "soon"],
                  "bad --retain"),
+                (["--run", "x", "--plugin", "p.so", "--retain-failed", "30d"],
+                 "--retain-failed goes with --worker"),
+                (["--worker", "--plugin", DEMO_PLUGIN, "--retain", "1d",
+                  "--retain-failed", "0s"], "bad --retain-failed"),
                 (["--prune", "--older-than", "1d", "--status",
                   "completed,"], "bad --status"),
                 (["--prune", "--older-than", "1d", "--check"],
@@ -136,6 +140,13 @@ class Prune(unittest.TestCase):
             self.assertEqual(rc, 1, (args, err))
             self.assertIn(what, err)
         self.assertEqual(len(self.runs()), 3)
+        # checked before the store is opened: none is made
+        fresh = os.path.join(self.tmp, "fresh")
+        rc, _, err = run(REPLAY, fresh, "--worker", "--plugin", DEMO_PLUGIN,
+                         "--retain-failed", "soon")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("bad --retain-failed", err)
+        self.assertFalse(os.path.exists(fresh))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   no value null;
 - ledger-replay --worker --retain deletes the runs that ended at least
   its DURATION ago, each leaving a tombstone, and keeps the others;
+  --retain-failed gives failed and cancelled runs an age of their own;
 - ledger-web stops with SIGTERM, exit 0, no sanitizer's report on its
   stderr (nor on any tool's here);
 - ledger-web's actions answer as docs/tools.md's JSON API says: /cancel
@@ -334,7 +335,9 @@ class Replay(Stores, unittest.TestCase):
     def test_worker_retain_deletes_what_its_rule_says(self):
         """--worker --retain DURATION deletes the runs that ended at least
         DURATION ago, each leaving its tombstone (the id not taken again),
-        and keeps the runs that ended since and those that have not."""
+        and keeps the runs that ended since and those that have not;
+        --retain-failed DURATION is the age of failed and cancelled runs
+        instead."""
         store = self.new_store()
         p = ["--plugin", A.plugin]
         self.ok(A.replay, store, *p, "--submit", "note", "--payload",
@@ -357,9 +360,14 @@ class Replay(Stores, unittest.TestCase):
                     "--retain", "1h")
         self.assertEqual(self.ids(store), everyone)
         time.sleep(1.1)  # every ended run is a second old at least
-        self.worker(store, lambda: not self.ids(store) & {"n-1", "ap-2",
-                                                          "q-1"},
-                    "--retain", "1s")
+        # --retain-failed: the cancelled run is kept an hour, the completed
+        # ones go
+        self.worker(store, lambda: not self.ids(store) & {"n-1", "q-1"},
+                    "--retain", "1s", "--retain-failed", "1h")
+        self.assertEqual(self.ids(store), {"ap-1", "ap-2", "aw-1"})
+        # past its own age it goes, whatever the completed runs' rule says
+        self.worker(store, lambda: "ap-2" not in self.ids(store),
+                    "--retain", "1h", "--retain-failed", "1s")
         self.assertEqual(self.ids(store), {"ap-1", "aw-1"})
         for run_id, was in (("n-1", "completed"), ("ap-2", "cancelled"),
                             ("q-1", "completed")):
