@@ -187,6 +187,8 @@ typedef struct take_ctx {
     pl__take_fn fn;
     void *user;
     bool drop;
+    int ended;                /* fn's refusal with an ended state */
+    char msg[PL__ERRMSG_MAX]; /* and its message */
 } take_ctx;
 
 static int take_claim(pl__buf *state, pl__kvs *extra, void *user)
@@ -196,9 +198,17 @@ static int take_claim(pl__buf *state, pl__kvs *extra, void *user)
     x->t.state = state->data;
     x->t.state_len = state->len;
     x->drop = false;
+    x->ended = PL_OK;
     pl__buf claimed = {0};
     int st = x->fn(&x->t, &claimed, &x->drop, x->user);
     x->t.state = NULL;
+    if (st && x->drop && claimed.len) {
+        /* refused with the run's ended state (pl__taken.key_damaged):
+         * written, then the lease dropped */
+        x->ended = st;
+        pl__errmsg_save(x->msg);
+        st = PL_OK;
+    }
     if (!st) {
         pl__buf_free(state);
         *state = claimed; /* taken over */
@@ -217,11 +227,13 @@ int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
 #endif
     /* LMDB: the lease's transaction, then the claim's; every read is in
      * memory */
-    int st = pl__lmdb_lease_next(s->lmdb, owner, lease_us, out);
+    bool damaged = false;
+    int st = pl__lmdb_lease_next(s->lmdb, owner, lease_us, out, &damaged);
     if (st)
         return st;
     *taken = true;
-    take_ctx x = {.t = {.lease = *out}, .fn = fn, .user = user};
+    take_ctx x = {
+        .t = {.lease = *out, .key_damaged = damaged}, .fn = fn, .user = user};
     pl__buf info = {0};
     uint64_t num = 0;
     /* the run's steps may still be in the journal of a group commit */
@@ -238,10 +250,15 @@ int pl__store_take(pl__store *s, const char *owner, int64_t lease_us,
     if (!st)
         st = pl__lmdb_state_update(s->lmdb, num, take_claim, &x);
     pl__buf_free(&info);
+    if (!st && x.ended) {
+        pl__errmsg_restore(x.msg);
+        st = x.ended;
+    }
     if (st && x.drop) {
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if (pl__lmdb_lease_release(s->lmdb, out->run, out->gen)) {
+        if ((damaged ? pl__lmdb_lease_purge
+                     : pl__lmdb_lease_release)(s->lmdb, out->run, out->gen)) {
             /* it expires on its own */
         }
         pl__errmsg_restore(saved);

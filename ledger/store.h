@@ -385,7 +385,9 @@ PL__HIDDEN int pl__store_lease_acquire(pl__store *s, uint64_t run,
  *
  * @p fn refuses with a status, returned: the lease alone is taken, and
  * kept until it runs out (a run this worker cannot execute: another may),
- * or dropped with *drop (a run with nothing to execute).  *taken says
+ * or dropped with *drop (a run with nothing to execute); dropped with a
+ * state in @p state, that state is written in the same transaction (a run
+ * ended unexecuted: pl__taken.key_damaged).  *taken says
  * whether a lease was taken (in @p out), the run claimed or not.
  * PL_ENOTFOUND when no lease is expired; on PostgreSQL PL_EBUSY when
  * another transaction holds the first run's state (it is taken next time:
@@ -399,6 +401,9 @@ typedef struct pl__taken {
     bool known;        /* the store read the two below (PostgreSQL) */
     bool no_steps;     /* the run has no step yet */
     bool inbox_cancel; /* a cancellation waits in its inbox */
+    bool key_damaged;  /* its concurrency key or limit, as the store keeps
+                          it, is damaged: it must not be executed, and
+                          fails (docs/design.md §14) */
     size_t index;      /* its place in a batch (pl__store_take_dues()) */
 } pl__taken;
 typedef int (*pl__take_fn)(const pl__taken *t, pl__buf *state, bool *drop,

@@ -600,13 +600,32 @@ Test(pg_keys, a_timers_key_follows_its_runs_key)
     PQfinish(c);
 }
 
+/* A take's claim of a run whose key the store found damaged: its ended
+ * state ("\xdead") written with the lease dropped, as claim.c fails it;
+ * any other refused (the lease alone is taken). */
+static int fail_damaged_claim(const pl__taken *t, pl__buf *state, bool *drop,
+                              void *user)
+{
+    (void)user;
+    *drop = t->key_damaged;
+    if (!t->key_damaged)
+        return PL_EBUSY;
+    pl__buf_reset(state);
+    int st = pl__buf_append(state, "\xde\xad", 2);
+    return st ? st
+              : pl__err(PL_ECORRUPT, "run #%llu: its key is damaged",
+                        (unsigned long long)t->lease.run);
+}
+
 /*
  * A key's limit raised or its name changed in a row past the server's
  * triggers (as the disk's damage would be; pg_flow.c, KEY SUMS) admits no
  * run past the limit: a queued run so damaged, taken by a take that
- * counted by what it read, is not executed (PL_ECORRUPT naming it, its
- * lease dropped) and the next take goes on; a parked run's row so
- * damaged is passed over by a wake, which wakes the next due.
+ * counted by what it read, is not executed: the take tells its claim so
+ * (pl__taken.key_damaged), writes the ended state the claim answers and
+ * drops its lease in its transaction (the run fails: claim.c), and the
+ * next take goes on; a parked run's row so damaged is taken by a wake, the
+ * same way, whether its key has room or not, and the next due woken.
  */
 Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
 {
@@ -627,13 +646,12 @@ Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
     for (uint64_t run = 2; run <= 3; run++) {
         pl__lease l = {0};
         bool taken = false;
-        cr_expect_eq(pl__pg_take(s, "w2", 60000000, refuse_claim, NULL, &l,
-                                 &taken),
+        cr_expect_eq(pl__pg_take(s, "w2", 60000000, fail_damaged_claim, NULL,
+                                 &l, &taken),
                      PL_ECORRUPT);
         cr_expect(taken && l.run == run, "took %llu, not %llu",
                   (unsigned long long)l.run, (unsigned long long)run);
-        cr_expect(strstr(pl_errmsg(), "concurrency key or limit is damaged"),
-                  "%s", pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "its key is damaged"), "%s", pl_errmsg());
     }
     PGresult *r = PQexec(
         c, "SELECT count(*) FROM t_kdamage.leases WHERE run IN (2, 3)");
@@ -641,9 +659,34 @@ Test(pg_keys, a_damaged_key_admits_no_run_past_its_limit)
                   strcmp(PQgetvalue(r, 0, 0), "0") == 0,
               "the damaged runs' leases were not dropped");
     PQclear(r);
+    r = PQexec(c, "SELECT count(*) FROM t_kdamage.state WHERE run IN (2, 3) "
+                  "AND v = '\\xdead'");
+    cr_expect(PQresultStatus(r) == PGRES_TUPLES_OK &&
+                  strcmp(PQgetvalue(r, 0, 0), "2") == 0,
+              "the damaged runs' ended states were not written: %s",
+              PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0)
+                                                   : PQerrorMessage(c));
+    PQclear(r);
     cr_expect_eq(took(s, false), 4);
     cr_expect_eq(took(s, false), 0);
-    /* 10's key a is full anyway: freed, the damage is what refuses it */
+    /* 10's key a is full: its damage, not its key, is what the wake
+     * meets, and it is taken without a key to be failed, its ended state
+     * written and its lease dropped in the wake's transaction */
+    pl__lease l = {0};
+    bool taken = false;
+    int64_t next = 0;
+    cr_expect_eq(pl__pg_take_due(s, "w3", 60000000, fail_damaged_claim, NULL,
+                                 &l, &taken, &next),
+                 PL_ECORRUPT, "%s", pl_errmsg());
+    cr_expect(taken && l.run == 10, "woke %llu, not 10",
+              (unsigned long long)l.run);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM t_kdamage.state WHERE "
+                             "run = 10 AND v = '\\xdead'"),
+                 1, "run 10's ended state was not written");
+    cr_expect_eq(t_pg_number("SELECT (SELECT count(*) FROM t_kdamage.leases "
+                             "WHERE run = 10) + (SELECT count(*) FROM "
+                             "t_kdamage.parked WHERE run = 10)"),
+                 0, "run 10's lease or parked row is left");
     admin_sql(c, "DELETE FROM t_kdamage.leases WHERE run = 1");
     cr_expect_eq(took(s, true), 11);
     cr_expect_eq(took(s, true), 0);

@@ -138,6 +138,8 @@ typedef struct live {
     uint64_t want[3]; /* each run's result, undamaged */
     size_t flips, reported, changed, again;
     size_t admitted; /* held-c at its gate beside held-a, its key's limit 1 */
+    size_t stuck;    /* a run left neither ended nor executable by a worker */
+    size_t failed;   /* a run failed (PL_ECORRUPT, with a reason) */
 } live;
 
 /* Each run's status, error and result hash (completed), read here. */
@@ -156,6 +158,10 @@ static void read_runs(const live *l, int status[3], int error[3],
         if (pl_run_get(&info, e, g_ids[i]) == PL_OK) {
             status[i] = info->status;
             error[i] = info->error;
+            /* a run failed says why */
+            if (info->status == PL_RUN_FAILED &&
+                (!info->reason || !*info->reason))
+                error[i] = 0;
         }
         pl_run_info_free(info);
         if (status[i] != PL_RUN_COMPLETED)
@@ -236,6 +242,11 @@ static void held_drain(live *l, void (*damage)(live *, const void *),
         }
         loud |= status[i] == -1 || status[i] == PL_RUN_FAILED;
         changed |= status[i] != PL_RUN_COMPLETED;
+        if (damage) {
+            l->failed += status[i] == PL_RUN_FAILED;
+            l->stuck += status[i] == PL_RUN_RUNNING ||
+                        status[i] == PL_RUN_SUBMITTED;
+        }
     }
     if (damage) {
         l->flips++;
@@ -386,11 +397,16 @@ static void key_summary(const live *l, const char *kind)
 {
     fprintf(stderr,
             "liveflip, a key's limit, on %s: %zu flips: %zu let held-c go "
-            "beside held-a, %zu changed what the runs end as\n",
-            kind, l->flips, l->admitted, l->changed);
+            "beside held-a, %zu changed what the runs end as; %zu runs "
+            "failed, %zu left unended\n",
+            kind, l->flips, l->admitted, l->changed, l->failed, l->stuck);
     cr_assert_gt(l->flips, 0);
     cr_assert_eq(l->admitted, 0, "%zu flips let a run past its key's limit",
                  l->admitted);
+    /* a run the damage kept from its key ends failed, never waits unseen
+     * (docs/design.md §14) */
+    cr_assert_eq(l->stuck, 0, "%zu runs were left neither ended nor taken",
+                 l->stuck);
     pl_registry_free((pl_registry *)l->reg);
 }
 

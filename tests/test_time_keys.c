@@ -11,6 +11,7 @@
  * Runs on LMDB and, as pg_test_time_keys, on PostgreSQL.  No test asserts
  * a duration: every wait is for a condition, with a generous bound.
  */
+#include "support_flip.h"
 #include "support_time.h"
 
 #include <pthread.h>
@@ -113,6 +114,20 @@ static void k_park(pl_engine *e, const char *id)
     pl_outcome_free(o);
 }
 
+/* Run "a" signalled "go" with {"n": @p n}: the delivery accepted, and
+ * "a" not continued in the caller's thread (@p why: what holds it). */
+static void k_signal_held(pl_engine *e, int n, const char *why)
+{
+    cJSON *p = cJSON_CreateObject();
+    cr_assert(p && cJSON_AddNumberToObject(p, "n", n));
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_expect_null(o, "run a was continued %s (%s)", why,
+                   o ? pl_run_status_name(o->status) : "");
+    pl_outcome_free(o);
+}
+
 static void k_await_holding(void)
 {
     for (int ms = 0; !atomic_load(&g_holding); ms += 2) {
@@ -166,17 +181,12 @@ Test(time_keys, a_signal_waits_for_the_key)
     k_worker w = {.e = e};
     cr_assert_eq(pthread_create(&w.th, NULL, k_worker_main, &w), 0);
     k_await_holding();
-    cJSON *p = t_json("{\"n\": 7}");
-    pl_outcome *o = NULL;
-    cr_assert_eq(pl_run_signal(&o, e, "a", "go", p), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
-    cr_expect_null(o, "run a was continued while its key was full (%s)",
-                   o ? pl_run_status_name(o->status) : "");
-    pl_outcome_free(o);
+    k_signal_held(e, 7, "while its key was full");
     cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING, "a is %s",
                  pl_run_status_name(status_of(e, "a")));
     /* a second signal meanwhile is delivered too, and waits as well */
-    p = t_json("{\"n\": 8}");
+    pl_outcome *o = NULL;
+    cJSON *p = t_json("{\"n\": 8}");
     cr_assert_eq(pl_run_signal(&o, e, "a", "later", p), PL_OK, "%s",
                  pl_errmsg());
     cJSON_Delete(p);
@@ -400,6 +410,97 @@ Test(time_keys, a_wake_passes_a_full_keys_due_runs)
     cr_expect_eq(atomic_load(&g_most), 1,
                  "%d runs of key k (limit 1) executed at once",
                  atomic_load(&g_most));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Run @p id's concurrency key damaged where its store keeps it parked (its
+ * record's checksum no longer its own), the engine closed: LMDB, a bit of
+ * its flow record; PostgreSQL, its parked row's limit raised past the
+ * triggers that sum it. */
+static void k_damage_key(const char *path, const char *id)
+{
+#if PL_WITH_POSTGRESQL
+    if (t_on_pg()) {
+        const char *n = t_pg_schema(path);
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "SET session_replication_role = replica; UPDATE \"%s\".parked "
+                 "SET flimit = flimit + 8 WHERE run = (SELECT num FROM "
+                 "\"%s\".runs WHERE id = convert_to('%s', 'UTF8')); SELECT "
+                 "count(*) FROM \"%s\".parked p WHERE p.ksum IS DISTINCT FROM "
+                 "\"%s\".pl_key_sum(p.fkey, p.flimit)",
+                 n, n, id, n, n);
+        cr_assert_eq(t_pg_number(sql), 1, "run %s's key was not damaged", id);
+        return;
+    }
+#endif
+    uint8_t key[9] = {'r'};
+    cr_assert_geq(t_flip_lmdb_get(path, "runs", (const uint8_t *)id, strlen(id),
+                                  key + 1, 8),
+                  8);
+    size_t bits = t_flip_lmdb_get(path, "flow", key, sizeof key, NULL, 0) * 8;
+    t_flip_lmdb(path, "flow", key, sizeof key, bits / 2, false);
+}
+
+/*
+ * A run parked with key "k" whose key's record is damaged: its key and
+ * limit are no longer known, so it must never execute, nor wait unseen.
+ * A delivery to it is accepted and durable (it does not continue it); the
+ * wake that meets it fails it (PL_ECORRUPT, with a reason naming the
+ * key's record and the run), its wait never passed; the other run of its
+ * key goes on.  Continued by hand it stays failed, and still never runs.
+ */
+Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
+{
+    pl_registry *reg = k_registry();
+    char path[4200];
+    snprintf(path, sizeof path, "%s", t_store_path());
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    k_park(e, "a");
+    k_park(e, "c");
+    pl_engine_close(e);
+    k_damage_key(path, "a");
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    k_signal_held(e, 1, "past its damaged key");
+    int last = PL_OK;
+    for (int i = 0; i < 1000 && status_of(e, "a") == PL_RUN_WAITING; i++) {
+        int64_t next = 0;
+        last = pl_engine_wake(e, &next);
+        cr_assert(last == PL_OK || last == PL_ECORRUPT, "%d: %s", last,
+                  pl_errmsg());
+        if (status_of(e, "a") == PL_RUN_WAITING)
+            nap_ms(5);
+    }
+    pl_run_info *info = info_of(e, "a");
+    cr_expect_eq(info->status, PL_RUN_FAILED, "a is %s",
+                 pl_run_status_name(info->status));
+    cr_expect_eq(info->error, PL_ECORRUPT);
+    cr_expect(info->reason && strstr(info->reason, "concurrency key") &&
+                  strstr(info->reason, "'a'"),
+              "a's reason: %s", info->reason ? info->reason : "(none)");
+    pl_run_info_free(info);
+    /* the other run of the key goes on, at once */
+    pl_outcome *o = NULL;
+    cJSON *p = t_json("{\"n\": 2}");
+    cr_assert_eq(pl_run_signal(&o, e, "c", "go", p), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_not_null(o, "run c was not continued");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "c is %s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    /* by hand: replayed as it ended, nothing executed */
+    cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_FAILED, "a continued is %s",
+                 pl_run_status_name(o->status));
+    pl_outcome_free(o);
+    cr_expect_eq(status_of(e, "a"), PL_RUN_FAILED);
+    /* only c got past its wait; never two of the key at once */
+    cr_expect_eq(atomic_load(&g_norder), 1, "%d runs got past their wait",
+                 atomic_load(&g_norder));
+    cr_expect_eq(atomic_load(&g_most), 1);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

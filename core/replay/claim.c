@@ -149,6 +149,56 @@ typedef struct take_ctx {
     bool known, no_steps, inbox_cancel;
 } take_ctx;
 
+/* A run taken whose concurrency key or limit the store found damaged
+ * (pl__taken.key_damaged): never executed, since its key's limit can no
+ * longer be kept, it fails with PL_ECORRUPT and a reason naming the key's
+ * record and the run, its state in @p state, written by the store with
+ * its lease dropped in the take's transaction; its ledger is untouched
+ * (docs/design.md §14).  A run already ended, suspended or cancelled is
+ * left as it is (PL_ESTATE, a stale lease). */
+static int fail_damaged(const pl__taken *t, pl__buf *state, take_ctx *x)
+{
+    const char *id = t->lease.id;
+    pl__run_state rs;
+    pl__buf_reset(state);
+    int st = pl__run_state_decode(&rs, id, t->state, t->state_len);
+    if (st)
+        return pl__err(st, "run '%s': %s", id, pl_errmsg());
+    x->before = rs.status;
+    if (rs.status != PL_RUN_RUNNING && rs.status != PL_RUN_SUBMITTED &&
+        rs.status != PL_RUN_WAITING) {
+        pl__run_state_clear(&rs);
+        return pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", id,
+                       pl_run_status_name(rs.status));
+    }
+    char reason[PL__ERRMSG_MAX];
+    snprintf(reason, sizeof reason,
+             "run '%s' (#%llu): the record of its concurrency key and limit "
+             "is damaged (its checksum is not its own): failed unexecuted, "
+             "its key's limit being no longer known",
+             id, (unsigned long long)t->lease.run);
+    rs.status = PL_RUN_FAILED;
+    rs.error = PL_ECORRUPT;
+    rs.has_head = false;
+    free(rs.reason);
+    rs.reason = pl__strdup(reason);
+    free(rs.wait_event);
+    rs.wait_event = NULL;
+    rs.wait_until_ms = 0;
+    pl__set_owner(x->e, &rs);
+    if (!rs.reason)
+        st = pl__err(PL_ENOMEM, "out of memory");
+    pl__buf_reset(state);
+    if (!st)
+        st = pl__run_state_encode(state, id, &rs);
+    pl__run_state_clear(&rs);
+    if (st) {
+        pl__buf_reset(state);
+        return st;
+    }
+    return pl__err(PL_ECORRUPT, "%s", reason);
+}
+
 /* The run taken (pl__take_fn): the checks continue_run() makes of a run
  * leased from the queue, on its state as locked, and its claim.  @p user
  * is the takes' contexts, one a run of the batch (pl__taken.index). */
@@ -157,6 +207,15 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     take_ctx *x = (take_ctx *)user + t->index;
     const char *id = t->lease.id;
     int st = PL_OK;
+    if (t->key_damaged) {
+        st = fail_damaged(t, state, x);
+        /* dropped: failed (its state in @p state), or ended already; on
+         * a failure of memory or of its state record it waits */
+        *drop = (st == PL_ECORRUPT && state->len) || st == PL_ESTATE;
+        if (!*drop || st == PL_ESTATE)
+            pl__buf_reset(state);
+        return st;
+    }
     if (!x->decoded &&
         !(st = pl__root_decode(&x->ra, id, t->info, t->info_len)))
         x->decoded = true;
@@ -179,6 +238,8 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     x->before = cc.before;
     /* PL_ESTATE: ended, suspended or cancelled, a stale lease */
     *drop = st == PL_ESTATE;
+    if (st)
+        pl__buf_reset(state); /* nothing written with the lease dropped */
     if (!st && !x->engine_claim &&
         !(st = pl__engine_claim(x->e, t->lease.run, id)))
         x->engine_claim = t->lease.run;

@@ -23,6 +23,16 @@
  * key, until a wake gives it a lease again: a wake takes it only while
  * its key has room (pl__lmdb_flow_room()), and its 'q' and 'k' entries
  * come back with the lease.
+ *
+ * DAMAGE: a run's record that fails its checksum (or does not decode)
+ * leaves its key and limit unknown, so the run must never execute (it
+ * could go past its key's limit), nor stop the others.  A take reaches
+ * it in its place in the queue (its 'q' entry is whole) and takes it
+ * with pl__taken.key_damaged: its claim fails it (PL_ECORRUPT, with a
+ * reason, core/replay/claim.c) and its lease is dropped, and with it the
+ * record and the entries it had, found by the run's number
+ * (pl__lmdb_flow_purge()) since its rank and key are not known
+ * (docs/design.md §14).  Any other drop of a damaged record refuses.
  */
 #include "lmdb_int.h"
 
@@ -143,8 +153,45 @@ static int unplace(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Delete every entry of run @p run with first byte @p kind and @p len
+ * bytes (0: any length) ending in the run's number: a damaged record's
+ * entries, whose rank and key are not known.  A walk of all such entries:
+ * for damage alone. */
+static int purge_kind(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
+                      uint8_t kind, size_t len)
+{
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->flow, &cur);
+    if (rc)
+        return rc;
+    MDB_val k = {1, &kind}, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         !rc && k.mv_size >= 9 && *(const uint8_t *)k.mv_data == kind;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        if ((!len || k.mv_size == len) &&
+            pl__get_be64((const uint8_t *)k.mv_data + k.mv_size - 8) == run &&
+            (rc = mdb_cursor_del(cur, 0)))
+            break;
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int pl__lmdb_flow_purge(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
+{
+    if (!s->has_flow)
+        return 0;
+    uint8_t kr[9];
+    key_r(kr, run);
+    MDB_val r = {9, kr};
+    int rc = mdb_del(txn, s->flow, &r, NULL);
+    if (!rc || rc == MDB_NOTFOUND)
+        rc = purge_kind(s, txn, run, 'q', 17);
+    return rc ? rc : purge_kind(s, txn, run, 'k', 0);
+}
+
 /* Drop run @p run's flow; a parking run with a key (@p park) keeps its
- * record. */
+ * record.  A damaged record refuses (PL_ECORRUPT): only the end of the
+ * run failed for it drops it (pl__lmdb_flow_purge()). */
 static int drop_flow(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, bool park,
                      int *st)
 {
@@ -238,9 +285,11 @@ static int key_room(pl__lmdb_store *s, MDB_txn *txn, walk *w, const pl__flow *f,
     return 0;
 }
 
-int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out, int *st)
+int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out,
+                       bool *damaged, int *st)
 {
     *out = 0;
+    *damaged = false;
     if (!s->has_flow)
         return 0;
     walk *w = malloc(sizeof *w);
@@ -269,7 +318,15 @@ int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out, int *st)
         rc = flow_get(s, txn, run, &f, st);
         if (rc == MDB_NOTFOUND)
             f.key[0] = '\0'; /* its record gone: no key to wait for */
-        else if (rc || *st)
+        else if (!rc && *st == PL_ECORRUPT) {
+            /* damaged: its key and limit unknown, it must not run, nor
+             * stop the queue behind it: taken in its place, to be failed
+             * (DAMAGE above) */
+            *st = 0;
+            *out = run;
+            *damaged = true;
+            break;
+        } else if (rc || *st)
             break;
         rc = 0;
         bool room = true;
@@ -371,6 +428,10 @@ int pl__lmdb_key_now(pl__lmdb_store *s, uint64_t run, bool *keyed, bool *room)
         return st;
     *keyed = pl__lmdb_flow_keyed(s, txn, run);
     int rc = *keyed ? pl__lmdb_flow_room(s, txn, run, room, &st) : 0;
+    if (!rc && st == PL_ECORRUPT) { /* damaged (DAMAGE above): no room; */
+        *room = false;              /* the wake that meets it fails it */
+        st = PL_OK;
+    }
     if (rc && !st)
         st = pl__lmdb_err(s, rc, "reading a concurrency key");
     pl__lmdb_txn_abort(s, txn);

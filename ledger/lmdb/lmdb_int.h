@@ -258,9 +258,15 @@ PL__HIDDEN int pl__lmdb_flow_first(pl__lmdb_store *s, MDB_txn *txn,
  * a parked run's kept record again. */
 PL__HIDDEN int pl__lmdb_flow_made(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                   int *st);
+/* Run @p run's flow record and its entries dropped, whatever the record
+ * holds: found by the run's number (a damaged record's; lmdb_flow.c,
+ * DAMAGE). */
+PL__HIDDEN int pl__lmdb_flow_purge(pl__lmdb_store *s, MDB_txn *txn,
+                                   uint64_t run);
 /* The run a worker may take now, in the queue's order (FLOW in store.h):
- * *out = 0 when none. */
+ * *out = 0 when none.  A run whose flow record is damaged is taken in its
+ * place with *damaged: it is not executed but failed (lmdb_flow.c). */
 PL__HIDDEN int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn,
-                                  uint64_t *out, int *st);
+                                  uint64_t *out, bool *damaged, int *st);
 
 #endif /* PL_LMDB_INT_H */

@@ -222,6 +222,10 @@ static int acquire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     bool room = true; /* as a wake: a run parked with a key, while it has
                        * room (its place back with the lease, made()) */
     int frc = c->wake ? pl__lmdb_flow_room(s, txn, c->run, &room, st) : 0;
+    if (!frc && *st == PL_ECORRUPT) { /* its record damaged: left to the */
+        *st = 0;                      /* wake that fails it (lmdb_flow.c, */
+        room = false;                 /* DAMAGE) */
+    }
     if (frc || *st)
         return frc;
     if (!room) {
@@ -253,6 +257,7 @@ typedef struct next_ctx {
     int64_t lease_us;
     pl__lease *out;
     bool found;
+    bool damaged; /* the run's flow record (pl__lmdb_flow_pick()) */
 } next_ctx;
 
 /* An expired lease that has no place in the queue (made by a path that
@@ -288,9 +293,9 @@ static int unindexed(pl__lmdb_store *s, MDB_txn *txn, next_ctx *c, int *st)
 static int next_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
 {
     next_ctx *c = user;
-    c->found = false;
+    c->found = c->damaged = false;
     uint64_t run;
-    int rc = pl__lmdb_flow_pick(s, txn, &run, st);
+    int rc = pl__lmdb_flow_pick(s, txn, &run, &c->damaged, st);
     if (rc || *st)
         return rc;
     if (run) {
@@ -342,18 +347,20 @@ static int any_expired(pl__lmdb_store *s, bool *found)
 }
 
 int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out)
+                        pl__lease *out, bool *damaged)
 {
+    *damaged = false;
     if (!s->has_leases)
         return no_leases(s);
     bool found;
     int rc = any_expired(s, &found);
     if (rc || !found)
         return rc ? rc : PL_ENOTFOUND;
-    next_ctx c = {owner, lease_us, out, false};
+    next_ctx c = {owner, lease_us, out, false, false};
     int st = pl__lmdb_write(s, next_body, &c);
     if (!st && !c.found)
         return PL_ENOTFOUND;
+    *damaged = !st && c.damaged;
     return st;
 }
 
@@ -395,6 +402,7 @@ int pl__lmdb_lease_renew(pl__lmdb_store *s, const uint64_t *runs,
 
 typedef struct release_ctx {
     uint64_t run, gen;
+    bool damaged;
 } release_ctx;
 
 static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
@@ -404,15 +412,31 @@ static int release_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     int rc = get(s, txn, c->run, &l, st);
     if (rc == MDB_NOTFOUND || *st || (!rc && l.gen != c->gen))
         return rc == MDB_NOTFOUND ? 0 : rc;
-    return rc ? rc : drop(s, txn, c->run, st);
+    if (rc || !c->damaged)
+        return rc ? rc : drop(s, txn, c->run, st);
+    uint8_t key[8];
+    pl__put_be64(key, c->run);
+    MDB_val k = {8, key};
+    rc = mdb_del(txn, s->leases, &k, NULL);
+    return rc ? rc : pl__lmdb_flow_purge(s, txn, c->run);
+}
+
+static int release(pl__lmdb_store *s, uint64_t run, uint64_t gen, bool damaged)
+{
+    if (!s->has_leases)
+        return no_leases(s);
+    release_ctx c = {run, gen, damaged};
+    return pl__lmdb_write(s, release_body, &c);
 }
 
 int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run, uint64_t gen)
 {
-    if (!s->has_leases)
-        return no_leases(s);
-    release_ctx c = {run, gen};
-    return pl__lmdb_write(s, release_body, &c);
+    return release(s, run, gen, false);
+}
+
+int pl__lmdb_lease_purge(pl__lmdb_store *s, uint64_t run, uint64_t gen)
+{
+    return release(s, run, gen, true);
 }
 
 int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run, pl__lease *out)

@@ -51,14 +51,18 @@ PL__HIDDEN int pl__lmdb_lease_acquire(pl__lmdb_store *s, uint64_t run,
                                       bool wake, uint64_t *gen, bool *had,
                                       pl__lease *held) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_next(pl__lmdb_store *s, const char *owner,
-                                   int64_t lease_us,
-                                   pl__lease *out) PL__MUST_CHECK;
+                                   int64_t lease_us, pl__lease *out,
+                                   bool *damaged) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_renew(pl__lmdb_store *s, const uint64_t *runs,
                                     const uint64_t *gens, size_t n,
                                     int64_t lease_us,
                                     bool *lost) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_release(pl__lmdb_store *s, uint64_t run,
                                       uint64_t gen) PL__MUST_CHECK;
+/* The same, the run's flow record dropped whatever it holds (a run failed
+ * for its record's damage: lmdb_flow.c, DAMAGE). */
+PL__HIDDEN int pl__lmdb_lease_purge(pl__lmdb_store *s, uint64_t run,
+                                    uint64_t gen) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_scheds(pl__lmdb_store *s, pl__kvs *out) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_lease_get(pl__lmdb_store *s, uint64_t run,
                                   pl__lease *out) PL__MUST_CHECK;

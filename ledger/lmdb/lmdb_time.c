@@ -248,6 +248,10 @@ typedef struct take_ctx {
     size_t max, n;
     int64_t next;
     bool blocked; /* a due timer's key was full */
+    bool claims;  /* a claim follows (due_body()): a run whose flow record
+                     is damaged is taken, to be failed (lmdb_flow.c,
+                     DAMAGE); without one it is passed over */
+    bool damaged; /* the run taken last is such a run */
 } take_ctx;
 
 /* The keys a take refused (full, or a run of the key queued ahead): their
@@ -287,7 +291,28 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, refused *ref,
         return rc;
     pl__flow f;
     bool keyed;
-    if ((rc = pl__lmdb_flow_pass(s, txn, run, &f, &keyed, st)) || *st)
+    rc = pl__lmdb_flow_pass(s, txn, run, &f, &keyed, st);
+    if (!rc && *st == PL_ECORRUPT) { /* its key and limit unknown */
+        *st = 0;
+        if (!c->claims) {
+            c->blocked = true;
+            return 0;
+        }
+        if ((rc = timer_del(s, txn, run, due)))
+            return rc;
+        rc = pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us,
+                                 &c->out[c->n], st);
+        /* the lease made, its place not (the record refused): the claim
+         * fails the run, and its release drops the record */
+        if (!rc && *st == PL_ECORRUPT)
+            *st = 0;
+        if (!rc && !*st) {
+            c->damaged = true;
+            c->n++;
+        }
+        return rc;
+    }
+    if (rc || *st)
         return rc;
     keyed = keyed && *f.key;
     if (keyed && was_refused(ref, f.key)) {
@@ -382,6 +407,7 @@ static int take_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     take_ctx *c = user;
     int64_t now = pl__now_us();
     c->n = 0;
+    c->damaged = false;
     c->next = 0;
     refused *ref = malloc(sizeof *ref);
     if (!ref) {
@@ -435,7 +461,7 @@ int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     int st = any_due(s, next_due_us);
     if (st)
         return st;
-    take_ctx c = {owner, lease_us, out, max, 0, 0, false};
+    take_ctx c = {owner, lease_us, out, max, 0, 0, false, false, false};
     st = pl__lmdb_write(s, take_body, &c);
     if (!st && !c.n) {
         *next_due_us = c.next;
@@ -482,7 +508,8 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     }
     pl__taken t = {.lease = *l,
                    .info = (const uint8_t *)v.mv_data + 8,
-                   .info_len = v.mv_size - 8};
+                   .info_len = v.mv_size - 8,
+                   .key_damaged = c->t.damaged};
     uint8_t key[8];
     pl__put_be64(key, l->run);
     MDB_val sk = {8, key}, sv;
@@ -499,7 +526,8 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     t.state_len = sv.mv_size;
     pl__buf claimed = {0};
     c->fst = c->fn(&t, &claimed, &c->drop, c->user);
-    if (!c->fst) {
+    /* claimed, or refused with the run's ended state (key_damaged) */
+    if (!c->fst || (c->drop && claimed.len)) {
         sv = (MDB_val){claimed.len, claimed.data};
         rc = mdb_put(txn, s->state, &sk, &sv, 0);
     }
@@ -519,8 +547,11 @@ int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     /* a run's steps may still be in the journal of a group commit */
     if ((st = pl__lmdb_settle(s)))
         return st;
-    due_ctx c = {
-        {owner, lease_us, out, 1, 0, 0, false}, fn, user, PL_OK, false};
+    due_ctx c = {{owner, lease_us, out, 1, 0, 0, false, true, false},
+                 fn,
+                 user,
+                 PL_OK,
+                 false};
     st = pl__lmdb_write(s, due_body, &c);
     if (!st && !c.t.n) {
         *next_due_us = c.t.next;
@@ -530,7 +561,8 @@ int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     if (!st && c.fst && c.drop) { /* as store.c's take: then dropped */
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
-        if (pl__lmdb_lease_release(s, out->run, out->gen)) {
+        if ((c.t.damaged ? pl__lmdb_lease_purge
+                         : pl__lmdb_lease_release)(s, out->run, out->gen)) {
             /* it expires on its own */
         }
         pl__errmsg_restore(saved);
@@ -581,9 +613,16 @@ static int take_claim(pl__lmdb_store *s, MDB_txn *txn, put_ctx *c, int *st)
     if ((rc = pl__lmdb_held(s, txn, c->run, &lst)) || lst)
         return rc;
     bool room = true; /* a run parked with a key: its wake waits for room */
-    if (!live &&
-        ((rc = pl__lmdb_flow_room(s, txn, c->run, &room, st)) || *st || !room))
+    if (!live && (rc = pl__lmdb_flow_room(s, txn, c->run, &room, st)))
         return rc;
+    if (!live && *st == PL_ECORRUPT) {
+        /* its record damaged (lmdb_flow.c, DAMAGE): the delivery alone,
+         * its timer due, and the wake that meets it fails it */
+        *st = 0;
+        return 0;
+    }
+    if (*st || !room)
+        return 0;
     if (!c->claimed) { /* else the next commit writes the state */
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);

@@ -184,13 +184,16 @@
  * keeps the damage it was given, and is refused as the original would
  * be).  Every read that admits a run by them checks it: the take (a
  * keyed head, pl_take(): pg_lease.c's L_TAKE asks pl_key_damaged() of
- * the row it took, and a damaged one is never executed: PL_ECORRUPT
- * naming the run, its lease dropped in the take's transaction, which
- * then commits; the run waits for a continue by hand), and a wake or a
- * ride that gives a parked run its key back or takes a queued one's
- * timer (pl_wake(), T_ACQUIRE, ONE_RIDE: a damaged row is passed over,
- * as a full key, and its run waits).  A limit raised or a key changed
- * would otherwise admit a run past its key's limit (docs/design.md §14,
+ * the row it took) and the wake (pl_wake(): a parked or queued run's
+ * row), and a damaged one is never executed: taken in its place and told
+ * to its claim (pl__taken.key_damaged), which fails it (PL_ECORRUPT, a
+ * reason naming the run, core/replay/claim.c), its failed state written
+ * and its lease dropped in the take's or wake's transaction (pl_wake()
+ * answers it with no key and the limit -1: its lease gets no key, and
+ * T_TAKE, which claims nothing, leaves it).  A ride (ONE_RIDE) or a
+ * delivery's take (T_ACQUIRE) passes over it, as a full key: the
+ * delivery alone, its timer due, and the wake fails it.  A limit raised
+ * or a key changed would otherwise admit a run past its key's limit (docs/design.md §14,
  * test_pg_liveflip).  A row without a sum (a store made before them
  * gains the column at its next writable open, under its lock, and its
  * keyed rows their sums then) is read as it is.  What the sums do not
@@ -555,12 +558,18 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                  "IF c.qr IS NOT NULL AND c.qe > " NOW_US
                  " THEN CONTINUE; END IF; "
                  "k := coalesce(c.pk, c.qk); "
+                 /* its key or limit damaged (KEY SUMS above): taken with
+         * no key and the limit -1, to be failed, never executed */
+                 "IF k IS NOT NULL AND NOT " WAKE_KEY_OK " THEN PERFORM 1 FROM "
+                 "\"%s\".timers x WHERE x.run = c.r AND x.due <= tnow FOR UPDATE "
+                 "SKIP LOCKED; IF NOT FOUND THEN CONTINUE; END IF; run := c.r; "
+                 "due := c.d; id := c.i; rec := c.b; fkey := NULL; flimit := -1; "
+                 "RETURN NEXT; took := took + 1; IF took >= most THEN RETURN; END "
+                 "IF; CONTINUE; END IF; "
                  "IF k IS NOT NULL THEN " WAKE_REFUSED
                  "IF fs[fi] IS NOT NULL THEN "
                  "CONTINUE; END IF; "
                  "lim := CASE WHEN c.pk IS NULL THEN c.ql ELSE c.pl END; "
-                 /* its key or limit damaged (KEY SUMS above): it waits */
-                 "IF NOT " WAKE_KEY_OK " THEN CONTINUE; END IF; "
                  /* queued, its key's first in the queue's order, or the queue's */
                  "IF (c.pk IS NULL AND coalesce((SELECT true FROM \"%s\".leases o WHERE "
                  "o.fkey >= k AND o.fkey <= k AND o.owner = '' AND (o.qrank, o.run) < "
@@ -710,7 +719,7 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n);
+        n, n, n, n, n, n, n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     int st = pl__pg_command(s, c, sql, "making the queue's flow control");

@@ -600,11 +600,19 @@ static int take_result(size_t i, PGresult *r, void *user)
 }
 
 /* End the take's transaction: the claimed @p state written (len 0: none),
- * the lease dropped first if @p drop, and COMMIT; one round trip. */
+ * the lease dropped first if @p drop (with a state: the run ended, its
+ * state written under the lease's fence, which drops it), and COMMIT; one
+ * round trip. */
 static int take_end(take_row *x, const pl__buf *state, bool drop)
 {
     pl__pg_store *s = x->s;
     const pl__lease *l = &x->t.lease;
+    if (state->len && drop) {
+        pl__batch b = {.run = l->run, .gen = l->gen, .release = true};
+        b.state = *state; /* borrowed: not freed here */
+        pl__batch *one[1] = {&b};
+        return pl__pg_put_batches(s, x->c, one, 1, 0);
+    }
     if (state->len) {
         pl__kvs none = {0};
         return pl__pg_put_state(s, x->c, l->run, state, &none);
@@ -667,16 +675,7 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
         pl__buf claimed = {0};
         bool drop = false;
         int fst;
-        if (x.damaged) {
-            /* taken past its key's limit, maybe: never executed, its
-             * lease dropped (pg_flow.c, KEY SUMS) */
-            fst = pl__err(PL_ECORRUPT,
-                          "run '%s' (#%llu): its concurrency key or limit is "
-                          "damaged (its sum is not its own): not executed, "
-                          "its lease dropped",
-                          x.t.lease.id, (unsigned long long)x.t.lease.run);
-            drop = true;
-        } else if (!x.has_info || !x.has_state)
+        if (!x.has_info || !x.has_state)
             fst = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
                           x.t.lease.id, (unsigned long long)x.t.lease.run,
                           x.has_info ? "state" : "info");
@@ -685,10 +684,13 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
             x.t.info_len = x.info.len;
             x.t.state = x.state.data;
             x.t.state_len = x.state.len;
+            /* taken past its key's limit, maybe: never executed, fn
+             * fails it (pg_flow.c, KEY SUMS) */
+            x.t.key_damaged = x.damaged;
             fst = fn(&x.t, &claimed, &drop, user);
         }
-        if (fst)
-            pl__buf_reset(&claimed); /* the lease alone, or dropped */
+        if (fst && !drop)
+            pl__buf_reset(&claimed); /* the lease alone */
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
         st = take_end(&x, &claimed, fst && drop);

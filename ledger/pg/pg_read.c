@@ -535,6 +535,7 @@ int pl__pg_run_find(pl__pg_store *s, const char *id, uint64_t *num,
 
 /* L_RUN_LOAD's count of the parked run's key (pg_int.h); one schema */
 #define LOAD_LIVE KEY_LIVE("%s", "p.fkey", "p.flimit", NOW_ONCE)
+#define LOAD_KEY_OK KEY_OK("p.ksum", "p.fkey", "p.flimit")
 
 char *pl__pg_read_sql(const pl__pg_store *s, int which)
 {
@@ -548,11 +549,12 @@ char *pl__pg_read_sql(const pl__pg_store *s, int which)
         return pl__pg_steps_sql(s, which, s->single);
     /* L_RUN_LOAD: the same, whether the run is parked with a key and
      * whether the key has room now, counted as pl_key_room() counts (no
-     * lock: a take counts again), and its inbox in one value: each record
-     * its seq (8 bytes), its length (4) and its bytes, in seq order */
+     * lock: a take counts again; a damaged row has none: pg_flow.c, KEY
+     * SUMS), and its inbox in one value: each record its seq (8 bytes),
+     * its length (4) and its bytes, in seq order */
     return pl__asprintf(
-        "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR " LOAD_LIVE
-        " < p.flimit, (SELECT "
+        "SELECT r.num, r.info, s.v, p.fkey IS NOT NULL, p.fkey IS NULL OR "
+        "(" LOAD_KEY_OK " AND " LOAD_LIVE " < p.flimit), (SELECT "
         "string_agg(int8send(i.seq) || int4send(length(i.rec)) || i.rec, "
         "''::bytea ORDER BY i.seq) FROM \"%s\".inbox i WHERE i.run = r.num) "
         "FROM \"%s\".runs r LEFT JOIN \"%s\".state s ON s.run = r.num LEFT "

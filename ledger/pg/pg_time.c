@@ -112,11 +112,12 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_TAKE:
         *out = pl__asprintf(
-            /* the due timers, chosen and locked by pl_wake() (pg_flow.c);
-             * the lease gets a parked run's key back.  A lease another
-             * took since pl_wake() looked (a take of the queue, a ride) is
-             * live: not taken over, and the run's timer stays */
-            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer)), "
+            /* the due timers, chosen and locked by pl_wake() (pg_flow.c;
+             * a damaged key's, limit -1, left: KEY SUMS); the lease gets a
+             * parked run's key back.  One another took since (a take, a
+             * ride) is live: not taken over, and the run's timer stays */
+            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer) w WHERE "
+            "coalesce(w.flimit, 0) >= 0), "
             "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
             "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
             " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
@@ -881,9 +882,8 @@ int pl__pg_inbox_read(pl__pg_store *s, uint64_t run, pl__kvs *out)
     for (int i = 0; !st && i < PQntuples(r); i++) {
         int64_t seq;
         size_t n = 0;
-        unsigned char *rec = PQunescapeBytea((const unsigned char *)
-                                                 PQgetvalue(r, i, 1),
-                                             &n);
+        const char *hex = PQgetvalue(r, i, 1);
+        unsigned char *rec = PQunescapeBytea((const unsigned char *)hex, &n);
         if (!rec || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &seq))
             st = pl__err(rec ? PL_ECORRUPT : PL_ENOMEM,
                          "store '%s': reading an inbox record", s->path);

@@ -61,7 +61,7 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
          * run's timer stays */
             "g AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, expires, "
             "fkey, flimit) SELECT m.run, 1, $1, m.id, " NOW_US " + $2::bigint, "
-            "m.fkey, coalesce(m.flimit, 0) FROM m WHERE EXISTS (SELECT 1 FROM s "
+            "m.fkey, greatest(coalesce(m.flimit, 0), 0) FROM m WHERE EXISTS (SELECT 1 FROM s "
             "WHERE s.run = m.run) OR NOT EXISTS (SELECT 1 FROM \"%s\".state y "
             "WHERE y.run = m.run) ON CONFLICT (run) DO UPDATE SET gen = "
             "y.gen + 1, owner = excluded.owner, id = excluded.id, expires = "
@@ -71,7 +71,7 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
             " RETURNING y.run, y.gen, y.expires "
             "- " NOW_US " AS expires_in, y.owner, y.id), "
             "d AS (DELETE FROM \"%s\".timers x USING m, g WHERE x.run = m.run "
-            "AND g.run = m.run RETURNING m.run, m.due), "
+            "AND g.run = m.run RETURNING m.run, m.due, m.flimit < 0 AS bad), "
             "k AS (DELETE FROM \"%s\".parked z USING g WHERE z.run = g.run) "
             "SELECT g.run, g.gen, g.expires_in, g.owner, g.id, r.info, s.v, "
             "EXISTS (SELECT 1 FROM \"%s\".steps k WHERE k.k >= int8send(g.run) "
@@ -85,8 +85,10 @@ int pl__pg_wake_sql(const pl__pg_store *s, char **out)
             "int8send(g.run) || '\\x00000000'::bytea AND t.k <= int8send(g.run) "
             "|| '\\xffffffff'::bytea AND length(t.k) = 12 ORDER BY t.k LIMIT "
             "$4::bigint) pr(k, v, v1, k2, v2) %s WHERE x.k IS NOT NULL ORDER BY x.k "
-            "LIMIT $4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint) "
-            "FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
+            "LIMIT $4::bigint) w) q WHERE q.before = 0 OR q.before < $5::bigint), "
+            /* and whether its key was damaged (pl_wake()'s limit -1): taken
+             * keyless, to be failed (pg_flow.c, KEY SUMS) */
+            "d.bad FROM g JOIN d ON d.run = g.run LEFT JOIN \"%s\".runs r ON r.num = "
             "g.run LEFT JOIN s ON s.run = g.run ORDER BY d.due, d.run",
             n, n, n, n, n, n, n, n, cols, n, split, n);
     free(cols);
@@ -145,7 +147,7 @@ static int dues_row(pl__pg_store *s, PGresult *r, int row, size_t ahead_n,
     size_t i = (size_t)row;
     pl__lease *l = &out->lease[i];
     int64_t run, gen, in;
-    if (PQnfields(r) != 10 || !col_i64(r, row, 0, &run) ||
+    if (PQnfields(r) != 11 || !col_i64(r, row, 0, &run) ||
         !col_i64(r, row, 1, &gen) || !col_i64(r, row, 2, &in) ||
         !col_text(r, row, 3, l->owner, sizeof l->owner) ||
         !col_text(r, row, 4, l->id, sizeof l->id))
@@ -162,6 +164,7 @@ static int dues_row(pl__pg_store *s, PGresult *r, int row, size_t ahead_n,
                    .known = true,
                    .no_steps = !col_true(r, row, 7),
                    .inbox_cancel = col_true(r, row, 8),
+                   .key_damaged = col_true(r, row, 10),
                    .index = i};
     if (PQgetisnull(r, row, 5) || PQgetisnull(r, row, 6)) {
         out->st[i] = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
@@ -189,11 +192,12 @@ static int dues_row(pl__pg_store *s, PGresult *r, int row, size_t ahead_n,
     t.state = (const uint8_t *)PQgetvalue(r, row, 6);
     t.state_len = (size_t)PQgetlength(r, row, 6);
     out->st[i] = fn(&t, claimed, drop, user);
+    *drop = *drop && out->st[i];
     if (out->st[i]) {
         pl__errmsg_save(out->msg[i]);
-        pl__buf_reset(claimed);
+        if (!*drop) /* refused; dropped with its ended state: written */
+            pl__buf_reset(claimed);
     }
-    *drop = *drop && out->st[i];
     return PL_OK;
 }
 
@@ -245,6 +249,11 @@ int pl__pg_take_dues(pl__pg_store *s, const char *owner, int64_t lease_us,
         memset(&b[nput], 0, sizeof b[nput]);
         b[nput].run = out->lease[i].run;
         b[nput].state = claimed[i]; /* borrowed */
+        if (drop[i]) { /* ended (key_damaged): its lease dropped with it */
+            b[nput].gen = out->lease[i].gen;
+            b[nput].release = true;
+            drop[i] = false;
+        }
         put[nput] = &b[nput];
         nput++;
     }
