@@ -639,15 +639,6 @@ static int continue_run(pl_engine *e, const char *id, bool check,
                      r->state.succ);
         goto done;
     }
-    /* a run failed for damage of the store's (PL_ECORRUPT: its key's
-     * record, docs/design.md §14) is not executed again by hand, where it
-     * would go without what was damaged: its recorded end is the answer,
-     * and it is forked or upgraded deliberately (a check replays it) */
-    if (!check && !token && !leased && r->state.status == PL_RUN_FAILED &&
-        r->state.error == PL_ECORRUPT) {
-        st = pl__recorded_outcome(out, id, &r->state);
-        goto done;
-    }
     /* a completed (or continued) run is final: replaying it writes nothing */
     r->check = check || (!token && (r->state.status == PL_RUN_COMPLETED ||
                                     r->state.status == PL_RUN_CONTINUED));
