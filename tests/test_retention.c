@@ -844,12 +844,14 @@ Test(retention, a_run_whose_state_moved_on_is_not_deleted)
     done(t_start(e, "chain", "{\"n\": 2}", "moved"), PL_RUN_COMPLETED);
     uint64_t num;
     pl__buf state = {0}, tomb = {0};
-    cr_assert_eq(pl__store_run_find(e->store, "moved", &num, NULL), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_run_find(e->store, "moved", &num, NULL), PL_OK, "%s",
+                 pl_errmsg());
     cr_assert_eq(pl__store_state_get(e->store, num, &state), PL_OK, "%s",
                  pl_errmsg());
-    pl__tomb t = {.status = PL_RUN_COMPLETED, .created_us = 1,
-                  .deleted_us = 2, .expires_us = INT64_MAX / 2};
+    pl__tomb t = {.status = PL_RUN_COMPLETED,
+                  .created_us = 1,
+                  .deleted_us = 2,
+                  .expires_us = INT64_MAX / 2};
     snprintf(t.policy, sizeof t.policy, "chain");
     cr_assert_eq(pl__tomb_encode(&tomb, "moved", &t), PL_OK);
     uint8_t *was = malloc(state.len);

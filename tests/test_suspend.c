@@ -693,15 +693,14 @@ Test(suspend, a_replay_past_the_deadline_fails_only_at_the_ledgers_end)
     pl_outcome *o = NULL;
     int64_t deadline = 0;
     /* a deadline the start meets, doubled for a host too slow for it */
-    for (int64_t in_ms = 200; !o || o->status != PL_RUN_SUSPENDED;
-         in_ms *= 2) {
+    for (int64_t in_ms = 200; !o || o->status != PL_RUN_SUSPENDED; in_ms *= 2) {
         cr_assert_leq(in_ms, 6400, "the start never met its deadline");
         pl_outcome_free(o);
         o = NULL;
         char id[32];
         snprintf(id, sizeof id, "s-dl-%lld", (long long)in_ms);
-        pl_action a = {PL_ACTION_VERSION, "approve", pl_json_empty(), NULL, 0,
-                       NULL};
+        pl_action a = {
+            PL_ACTION_VERSION, "approve", pl_json_empty(), NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = id;
         deadline = wall_ms() + in_ms;

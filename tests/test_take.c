@@ -452,8 +452,8 @@ Test(take, a_keyed_lease_that_ran_out_fences_its_holder_though_untaken)
     /* both leases run out, their holder alive, nobody taking them */
     uint64_t runs[2] = {l[0].run, l[1].run}, gens[2] = {l[0].gen, l[1].gen};
     bool lost[2] = {true, true};
-    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 1, lost),
-                 PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 1, lost), PL_OK,
+                 "%s", pl_errmsg());
     cr_assert(!lost[0] && !lost[1], "both live when renewed");
     k_expired(e, l[0].run);
     k_expired(e, l[1].run);
@@ -463,8 +463,7 @@ Test(take, a_keyed_lease_that_ran_out_fences_its_holder_though_untaken)
     cr_expect_eq(k_fenced_commit(e, &l[1], 0), PL_EBUSY, "keyed");
     cr_expect(strstr(pl_errmsg(), "ran out") != NULL, "%s", pl_errmsg());
     lost[0] = lost[1] = false;
-    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 60000000,
-                                       lost),
+    cr_assert_eq(pl__store_lease_renew(e->store, runs, gens, 2, 60000000, lost),
                  PL_OK, "%s", pl_errmsg());
     cr_expect_not(lost[0], "a lease without a key is renewed");
     cr_expect(lost[1], "a keyed lease that ran out is lost");
@@ -487,8 +486,8 @@ Test(take, a_timer_keeps_its_earlier_due_time)
     pl_engine *e = k_engine(t_store_path(), reg);
     k_submit(e, "timed");
     uint64_t run;
-    cr_assert_eq(pl__store_run_find(e->store, "timed", &run, NULL), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl__store_run_find(e->store, "timed", &run, NULL), PL_OK, "%s",
+                 pl_errmsg());
     int64_t t0 = pl__now_us() + 3600 * 1000000LL, due = 0;
     cr_assert_eq(pl__store_timer_set(e->store, run, "timed", t0), PL_OK, "%s",
                  pl_errmsg());

@@ -19,7 +19,8 @@
  * g_two. */
 static int g_code, g_min, g_max = 1;
 static bool g_two, g_suspend, g_suspend_late;
-/* after the point, when the run's payload says "late": "sleep", a sleep;
+/* after the point, when the run's payload says "late": "sleep", a sleep
+ * (100 ms: long enough to park on a loaded host);
  * "wait", a wait for event "go", whose payload's "x" the result carries */
 
 static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -53,7 +54,7 @@ static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         if (st)
             return st;
     }
-    if (!strcmp(lt, "sleep") && (st = pl_ctx_sleep(ctx, 1)))
+    if (!strcmp(lt, "sleep") && (st = pl_ctx_sleep(ctx, 100)))
         return st;
     int x = 0;
     if (!strcmp(lt, "wait")) {
@@ -572,7 +573,7 @@ Test(version, a_wake_or_a_signal_meeting_older_code_waits_for_newer)
     g_max = 1;
     s.newer = 0;
     int64_t next = 0;
-    for (int i = 0; i < 200 && !s.newer; i++) {
+    for (int i = 0; i < 5000 && !s.newer; i++) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
         cr_assert_eq(pl_engine_wake(e, &next), PL_OK, "%s", pl_errmsg());
