@@ -385,8 +385,16 @@ def test(tmp):
     ro = Server(store, "--read-only", env=env)
     try:
         st, doc, _ = ro.get("/api/session")
-        check(st == 200 and doc["read_only"] is True, "read-only session")
+        check(st == 200 and doc["read_only"] is True and
+              doc["actions"] == ["verify"], "read-only session: %s" % doc)
         ro.csrf = doc["csrf"]
+        # verify reads: a run's page offers it whatever the mode
+        st, doc, _ = ro.post("/api/runs/order-1/verify")
+        check(st == 200 and doc["verify"] == "ok",
+              "read-only verifies: %d %s" % (st, doc))
+        st, doc, _ = ro.post("/api/runs/order-1/verify", csrf=False)
+        check(st == 403 and doc["error"] == "csrf",
+              "read-only verify wants the CSRF token: %d %s" % (st, doc))
         st, doc, _ = ro.post("/api/runs/order-1/continue")
         check(st == 403 and doc["error"] == "read_only",
               "read-only refuses actions: %d %s" % (st, doc))

@@ -36,9 +36,10 @@ int api_session(web *w, const web_req *r, cJSON **out)
         "answer", "continue",       "fork",         "upgrade",
         "check",  "verify",         "signal",       "cancel",
         "delete", "batch_continue", "batch_cancel", "batch_delete"};
-    for (size_t i = 0;
-         acts && !w->read_only && i < sizeof names / sizeof *names; i++)
-        cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
+    /* with --read-only, verify alone: it writes nothing */
+    for (size_t i = 0; acts && i < sizeof names / sizeof *names; i++)
+        if (!w->read_only || !strcmp(names[i], "verify"))
+            cJSON_AddItemToArray(acts, cJSON_CreateString(names[i]));
     *out = o;
     return 200;
 }

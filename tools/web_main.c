@@ -50,7 +50,7 @@ static void usage(FILE *f)
         "                      127.0.0.1:8080; port 0 picks a free one).\n"
         "                      An address other than loopback needs a token\n"
         "  --read-only         open the store read-only, as ledger-dump does:\n"
-        "                      every action is refused (403)\n"
+        "                      every action but verify is refused (403)\n"
         "  --token-file FILE   the token every request must carry (at least\n"
         "                      %d bytes; the first line of FILE); else the\n"
         "                      environment variable PL_WEB_TOKEN.  Open\n"

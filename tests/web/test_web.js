@@ -459,6 +459,10 @@ async function paging() {
   await page.goto(web.base + '/#/run/job-000003');
   await page.waitForSelector('.run-head');
   ok(await page.locator('#act-continue').isDisabled() && await page.locator('#act-check').isDisabled(), 'read-only mode disables a run\'s actions');
+  await page.click('#act-verify');
+  await page.waitForSelector('#outcome:not([hidden])');
+  const verified = await page.locator('#outcome').textContent();
+  ok(/^Verified/.test(verified.trim()), 'but verifies the run, which writes nothing: ' + verified.trim());
   ok(await page.locator('.inbox-card textarea').isDisabled(), 'and its answer');
   clean(page, 'while paging');
   await b.close();
