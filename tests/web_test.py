@@ -68,7 +68,7 @@ class Server:
         url = line.split()[-1]
         u = urllib.parse.urlparse(url)
         self.host, self.port = u.hostname, u.port
-        self.csrf = None
+        self.csrf, self.store = None, store
 
     def stderr(self):
         self.err.seek(0)
@@ -640,6 +640,22 @@ def api(s, total):
               for e in lat.values()),
           "the overview's sample: %d steps of %d runs, %s" %
           (doc["sampled_steps"], doc["sampled"], sorted(lat)))
+    # every run was made in the hour: its buckets add up to the counts,
+    # and the tokens per model to the model runs' own (the agents')
+    sums = {k: sum(b[k] for b in doc["buckets"]) for k in (
+        "completed", "failed", "suspended", "crashed", "cancelled", "waiting")}
+    check(all(sums[k] == doc["counts"][k] for k in sums),
+          "the overview's runs by status: %s, counts %s" %
+          (sums, doc["counts"]))
+    want = [0, 0]
+    for i in (1, 2, 3):
+        t = s.get("/api/runs/agent-%d" % i)[1]["run"]["tokens"]
+        want = [want[0] + t["input"], want[1] + t["output"]]
+    got = [sum(sum(m[k]) for m in doc["tokens"]) for k in ("input", "output")]
+    check(want[0] > 0 and got == want and
+          [m["model"] for m in doc["tokens"]] == ["researcher"],
+          "the overview's tokens per model: %s, the runs' %s" %
+          (doc["tokens"], want))
     st, doc, _ = s.get("/api/overview?window=day")
     check(st == 200 and len(doc["buckets"]) == 96, "overview by day")
     st, doc, _ = s.get("/api/overview?window=year")
@@ -754,6 +770,26 @@ def api(s, total):
     check(st == 400, "a bad fork point: 400 (%d %s)" % (st, doc))
     st, doc, _ = s.post("/api/batch/continue?status=crashed")
     check(st == 200 and doc["continued"] == 0, "batch continue: %s" % doc)
+    # crashed runs continued by a batch, and one by ledger-replay --run:
+    # each records the same steps (by type, actor and payload's names)
+    for o in ("b1", "b2", "b3"):
+        run(os.path.join(EX, "order-demo"), "--store", s.store, "--order", o,
+            "--crash-after", "8", "--quiet", ok=(-9, 137))
+    st, doc, _ = s.post("/api/batch/continue?prefix=order-b&limit=2")
+    check(st == 200 and doc["continued"] == 2 and doc["truncated"] and
+          [(r["run_id"], r["status"]) for r in doc["runs"]] ==
+          [("order-b3", "completed"), ("order-b2", "completed")],
+          "a batch continues the crashed runs, newest first: %s" % doc)
+    run(os.path.join(BUILD, "tools", "ledger-replay"), s.store, "--plugin",
+        os.path.join(EX, "order-plugin.so"), "--run", "order-b1")
+
+    def shape(run_id):
+        return [(x["path"], x["seq"], x["type"], x["actor"],
+                 sorted(x["payload"] or {})) for x in step_pages(s, run_id, 50)]
+    check(shape("order-b3") == shape("order-b1") == shape("order-b2") and
+          len(shape("order-b1")) == 10,
+          "the batch records what ledger-replay records: %s" %
+          shape("order-b1"))
     st, doc, _ = s.get("/api/runs/order-1-fork")
     check(st == 200 and doc["run"]["status"] == "completed",
           "the fork is recorded")
