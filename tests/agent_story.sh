@@ -35,4 +35,28 @@ import json, sys
 t = json.load(sys.stdin)["run"]["tokens"]
 assert t == {"input": 1681, "output": 120, "model_calls": 4}, t
 ' || { echo "FAIL: ledger-dump --format json has wrong token totals"; exit 1; }
-echo "ok: the story ran, and its run holds"
+# the ledger-web command the story ends with opens its store, the agent's
+# policies loaded (on a free port here)
+cmd=$(sed -n '/^See it in a browser/{n;N;p;}' "$dir/log" | sed 's/\\$//' | tr -d '\n')
+case $cmd in *ledger-web*) ;; *) echo "FAIL: no ledger-web command: $cmd"; exit 1 ;; esac
+(eval "exec env $cmd --listen 127.0.0.1:0") >"$dir/web" 2>&1 &
+web=$!
+n=0
+until grep -q '^ledger-web: serving .* on http' "$dir/web"; do
+  n=$((n + 1))
+  if [ $n -gt 200 ] || ! kill -0 $web 2>/dev/null; then
+    cat "$dir/web"; kill $web 2>/dev/null; echo "FAIL: ledger-web did not start"; exit 1
+  fi
+  sleep 0.05
+done
+url=$(sed -n 's/^ledger-web: serving .* on \(http[^ ]*\).*/\1/p' "$dir/web")
+python3 - "$url" <<'PY' || { kill $web; echo "FAIL: ledger-web on the story's store"; exit 1; }
+import json, sys, urllib.request
+get = lambda p: json.load(urllib.request.urlopen(sys.argv[1] + p, timeout=30))
+run = get("/api/runs/research-1")["run"]
+assert run["status"] == "completed" and run["tokens"]["model_calls"] == 4, run
+assert "ask_human" in get("/api/session")["policies"]
+PY
+kill $web
+wait $web || [ $? -eq 0 ]
+echo "ok: the story ran, and its run holds; ledger-web opens it"
