@@ -1,7 +1,8 @@
 #!/bin/sh
 # The README shows examples/quickstart.c as it is (its first C block is the
 # program from its first #include on, line for line), and the reminder
-# workflow of examples/reminder.c (its second C block).
+# workflow of examples/reminder.c (its second C block); and its first
+# screen (below).
 set -eu
 src=$1
 dir=$(mktemp -d)
@@ -27,3 +28,19 @@ if ! python3 -c 'import sys; a=open(sys.argv[1]).read(); b=open(sys.argv[2]).rea
     exit 1
 fi
 echo "ok: README.md shows examples/reminder.c's approval()"
+# The first screen: at most 250 lines in all, and what a newcomer needs
+# first, in this order, before the quickstart: the requirements, the two
+# commands, the build and install by hand (within its first 60 lines).
+lines=$(wc -l <"$src/README.md")
+[ "$lines" -le 250 ] || {
+  echo "README.md is $lines lines: at most 250 (move detail to docs/)" >&2; exit 1; }
+at() { grep -n -m1 "^## $1" "$src/README.md" | cut -d: -f1; }
+req=$(at Requirements) two=$(at 'The two commands') by_hand=$(at 'Building and installing') quick=$(at Quickstart)
+if [ -z "$req" ] || [ -z "$two" ] || [ -z "$by_hand" ] || [ -z "$quick" ] ||
+   [ "$req" -ge "$two" ] || [ "$two" -ge "$by_hand" ] || [ "$by_hand" -ge "$quick" ] ||
+   [ "$by_hand" -gt 60 ]; then
+  echo "README.md's first screen: Requirements ($req), The two commands ($two)," \
+       "Building and installing ($by_hand, by line 60), then Quickstart ($quick)" >&2
+  exit 1
+fi
+echo "ok: README.md is $lines lines, requirements, commands and build first"
