@@ -374,6 +374,11 @@ def test(tmp):
             held.close()
     check(os.listdir(exports) == [], "no export file is left: %s" %
           os.listdir(exports))
+    for bad in ["127.0.0.1:+80", "127.0.0.1: 80", "127.0.0.1:-0"]:
+        p = subprocess.run([WEB, store, "--listen", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode == 1 and "expected HOST:PORT" in p.stderr,
+              "--listen %r: refused (%d %s)" % (bad, p.returncode, p.stderr))
     for bad in ["0", "x", "3601"]:
         p = subprocess.run([WEB, store, "--stall-timeout", bad],
                            capture_output=True, text=True, timeout=30)

@@ -160,7 +160,8 @@ static bool parse_listen(const char *text, char *host, size_t n, unsigned *port)
     char *end;
     errno = 0;
     unsigned long p = strtoul(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || p > 65535)
+    /* digits only: strtoul would take " 80", "+80" and "-0" */
+    if (colon[1] < '0' || colon[1] > '9' || errno || *end || p > 65535)
         return false;
     *port = (unsigned)p;
     return true;
