@@ -276,6 +276,18 @@ async function story() {
   ok(await page.locator('#counts .chip[data-status="crashed"]').count() === 1, 'the counts show the crashed runs');
   await shot(page, 'runs');
 
+  /* the root policy filter, typed in: the order runs alone */
+  const orders = want.filter((r) => r.policy === 'order').map((r) => r.id).sort();
+  await page.fill('#filters input[name=policy]', 'order');
+  await page.press('#filters input[name=policy]', 'Enter');
+  await page.waitForFunction((n) => location.hash.includes('policy=order') &&
+    document.querySelectorAll('#runs-body tr[data-id]').length === n, orders.length);
+  const shown = (await page.$$eval('#runs-body tr[data-id]', (t) => t.map((x) => x.dataset.id))).sort();
+  ok(orders.length > 0 && orders.length < want.length && JSON.stringify(shown) === JSON.stringify(orders),
+    'the policy filter shows the order runs alone: ' + shown.join(', '));
+  await page.goto(web.base + '/#/runs');
+  await page.waitForFunction((n) => document.querySelectorAll('#runs-body tr[data-id]').length === n, want.length);
+
   /* another tab on the list sees the order complete, with no reload */
   const watcher = await newPage(b);
   await watcher.goto(web.base + '/#/runs');
