@@ -397,6 +397,19 @@ async function story() {
   ok(await page.evaluate(() => document.documentElement.dataset.theme) === 'dark' && await bg() !== light, 'the theme button turns the page dark');
   await page.click('#theme');
   ok(await bg() === light, 'and light again');
+
+  /* a step's bytes changed in the file (LMDB): verify shows the fault */
+  if (!PG) {
+    const bytes = fs.readFileSync(store), fd = fs.openSync(store, 'r+');
+    let n = 0;
+    for (let at = bytes.indexOf('TRK-A-1'); at >= 0; at = bytes.indexOf('TRK-A-1', at + 1), n++) fs.writeSync(fd, '9', at + 6);
+    fs.closeSync(fd);
+    await page.goto(web.base + '/#/run/order-A-1');
+    await page.click('#act-verify');
+    await page.waitForSelector('#verify-result');
+    const fault = await page.locator('#outcome').textContent();
+    ok(n > 0 && /Verify found a fault/.test(fault) && /order-A-1.*step 0:\d+.*hash chain/.test(fault), 'verify shows the first fault: ' + fault.trim());
+  }
   clean(page, 'on the story\'s pages');
   await b.close();
   await stopWeb(web);
