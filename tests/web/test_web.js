@@ -384,6 +384,26 @@ async function story() {
     'the batch cancel cancels every suspended run the filter held, listed cancelled: ' + suspended.join(', '));
   ok(after.filter((r) => r.status === 'cancelled').length === suspended.length + 1, 'and no other run');
 
+  /* live: a run started elsewhere appears in the list, and its page's
+   * steps and timeline grow as it runs, with no reload */
+  await page.goto(web.base + '/#/runs');
+  await page.waitForSelector('#runs-body tr[data-id]');
+  await page.evaluate(() => { window.__notReloaded = true; });
+  const gate = path.join(tmp, 'live-gate');
+  const writer = spawn(opt['dump-fixture'], [store, 'slow', 'live-1', '4', '50', gate], { stdio: 'ignore' });
+  children.push(writer);
+  await page.waitForSelector('#runs-body tr[data-id="live-1"]');
+  await page.click('#runs-body tr[data-id="live-1"] a');
+  await page.waitForSelector('#tree .step:not(.head)');
+  const grown = () => page.evaluate(() => [document.querySelectorAll('#tree .step:not(.head)').length,
+    document.querySelectorAll('#timeline .gantt-row').length]);
+  const [steps0, rows0] = await grown();
+  fs.writeFileSync(gate, '');
+  await page.waitForFunction(() => document.querySelector('.run-head .badge')?.textContent === 'completed');
+  const [steps1, rows1] = await grown();
+  ok(steps1 > steps0 && rows1 > rows0 && await page.evaluate(() => window.__notReloaded === true),
+    `a new run appears in the list, and its steps (${steps0} to ${steps1}) and timeline (${rows0} to ${rows1} rows) grow live`);
+
   await page.goto(web.base + '/#/overview');
   await page.waitForSelector('#overview .chart-panel');
   ok(await page.locator('#overview .chart-panel').count() === 4, 'the overview shows its four panels');
