@@ -302,6 +302,11 @@ Test(run_command, refused_before_anything_runs, .fini = close_all)
                 PL_ERR_FORBIDDEN);
     expect_code("j", "{\"argv\": [\"echo\"], \"cwd\": \"out\"}",
                 PL_ERR_FORBIDDEN);
+    /* the tool's schema says "minimum": 1: a timeout of 0 is not "none" */
+    expect_code("k", "{\"argv\": [\"echo\"], \"timeout_ms\": 0}",
+                PL_ERR_INVALID_INPUT);
+    expect_code("l", "{\"argv\": [\"echo\"], \"timeout_ms\": -5}",
+                PL_ERR_INVALID_INPUT);
 }
 
 Test(run_command, path_arguments_stay_under_the_root, .fini = close_all)

@@ -402,7 +402,10 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "argv must be an array of 1 to 256 "
                                   "strings");
-    if (want_ms < 0)
+    /* 0 is not "no timeout" (the schema's minimum is 1): refused, as a
+     * negative one is */
+    if (want_ms < 1 &&
+        cJSON_GetObjectItemCaseSensitive(action->payload, "timeout_ms"))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "timeout_ms must be 1 or more");
     const char *argv[MAX_ARGS + 1];
