@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,21 @@ Test(run_command, the_least_timeout_applies, .fini = close_all)
     }
     pl_steps_free(l);
     cr_expect(ms >= 0 && ms <= 100, "the command's timeout: %ld ms", ms);
+}
+
+/* The longest command_timeout_ms there is (a program that wants no real
+ * limit) is a timeout that never comes, not an overflow of the clock. */
+Test(run_command, the_longest_timeout_never_comes, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.command_timeout_ms = LONG_MAX;
+    open_with(&o);
+    pl_outcome *r = run("long", "{\"argv\": [\"sh\", \"-c\", \"echo ok\"]}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "stdout"), "ok\n", "%s", t_text(g));
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(g, "timed_out")));
+    cr_expect_eq(num(g, "exit_code"), 0);
+    pl_outcome_free(r);
 }
 
 Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)

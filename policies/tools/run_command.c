@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,7 +264,8 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
     size_t in_len = input ? strlen(input) : 0, in_off = 0;
     if (input && in_len == 0)
         close_fd(&pin[1]);
-    int64_t end = mono_ms() + timeout_ms;
+    int64_t now = mono_ms(); /* a timeout past the clock's end never comes */
+    int64_t end = timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
     bool ended = false; /* the leader has exited (not yet reaped) */
     for (;;) {
         siginfo_t si;
