@@ -119,7 +119,8 @@
  *   scripted://PATH                a deterministic offline model playing
  *                                  back the JSON script at PATH (below).
  * Anything else (an unknown scheme, an empty model or path, a base URL
- * without a host) is PL_EINVAL at registration, with a message.
+ * without a host, a port that is not 1 to 65535) is PL_EINVAL at
+ * registration, with a message.
  *
  * API keys are read from the environment when a request is made; they are
  * never written to a ledger, an event, or an error message.

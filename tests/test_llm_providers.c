@@ -198,6 +198,30 @@ Test(llm_providers, anthropic_and_ollama_urls)
                                                        : "ollama://HOST:PORT"),
                   "%s: %s", bad[i], pl_errmsg());
     }
+    /* a port that is no port is malformed at registration, not a request
+     * that fails (and is retried) at every model call */
+    const char *bad_port[] = {"ollama://host:99999/m", "ollama://host:abc/m",
+                              "ollama://host:0/m", "ollama://host:/m",
+                              "ollama://[::1]:x/m",
+                              "openai+http://127.0.0.1:65536/v1#m",
+                              "openai+https://h:8x/v1#m"};
+    for (size_t i = 0; i < sizeof bad_port / sizeof bad_port[0]; i++) {
+        cr_expect_eq(pl_llm_register(reg, "m", bad_port[i], NULL, NULL),
+                     PL_EINVAL, "%s", bad_port[i]);
+        cr_expect(strstr(pl_errmsg(), "port"), "%s: %s", bad_port[i],
+                  pl_errmsg());
+    }
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = "http://127.0.0.1:123456/v1";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    const char *good[] = {"ollama://[::1]:11434/m", "ollama://h/m",
+                          "openai+http://u:p@h:8080/v1#m"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g%zu", i);
+        cr_expect_eq(pl_llm_register(reg, name, good[i], NULL, NULL), PL_OK,
+                     "%s: %s", good[i], pl_errmsg());
+    }
     cr_expect_eq(pl_llm_register(reg, "a", "anthropic://claude-x", NULL, NULL),
                  PL_OK, "%s", pl_errmsg());
     cr_expect_eq(pl_llm_register(reg, "o", "ollama://localhost:11434/qwen3:8b",

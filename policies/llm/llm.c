@@ -529,12 +529,14 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         llm_free(m);
         return pl__err(PL_ENOMEM, "out of memory");
     }
-    if (base && !pl__llm_base_ok(base)) {
+    const char *bad = base ? pl__llm_base_bad(base) : NULL;
+    if (bad) {
         llm_free(m);
         return pl__err(PL_EINVAL,
                        "pl_llm_register: base_url '%.200s' is not an http:// "
-                       "or https:// URL with a host",
-                       o.base_url);
+                       "or https:// URL with a host and a port of 1 to 65535 "
+                       "(%s)",
+                       o.base_url, bad);
     }
     if (o.output_schema) {
         m->output_schema = cJSON_Parse(o.output_schema);

@@ -44,8 +44,9 @@ typedef struct pl__llm_url {
 } pl__llm_url;
 
 PL__HIDDEN int pl__llm_url_parse(pl__llm_url *out, const char *url);
-/* Whether @p b is "http://HOST[:PORT][/PATH]" or https, HOST not empty. */
-PL__HIDDEN bool pl__llm_base_ok(const char *b);
+/* What is wrong with @p b as "http://HOST[:PORT][/PATH]" or https (HOST
+ * not empty, PORT 1 to 65535), or NULL when nothing is. */
+PL__HIDDEN const char *pl__llm_base_bad(const char *b);
 PL__HIDDEN void pl__llm_url_free(pl__llm_url *u);
 
 /* A registered LLM policy's configuration (the policy's user pointer). */
