@@ -117,7 +117,10 @@
  *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
  *                                  hold ':', e.g. qwen3:8b).
  *   scripted://PATH                a deterministic offline model playing
- *                                  back the JSON script at PATH (below).
+ *                                  back the JSON script at PATH (below), a
+ *                                  regular file: another (a device, a
+ *                                  FIFO) fails the call as a missing one
+ *                                  does (PL_EIO).
  * Anything else (an unknown scheme, an empty model or path, a base URL
  * without a host, a port that is not 1 to 65535) is PL_EINVAL at
  * registration, with a message.

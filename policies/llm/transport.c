@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -601,13 +602,32 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
 /* The scripted model                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The script at @p path, a regular file (a device or a FIFO could be read
+ * for ever, or wait for a writer). */
 static int read_file(char **out, size_t *len, const char *path)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
         return pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
-                       strerror(errno));
+                       strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pl__err(PL_EIO,
+                       "scripted model: '%s' is not a regular file: a script "
+                       "is a JSON file",
+                       path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
     pl__buf b = {0};
     char chunk[4096];
     size_t n;
