@@ -303,6 +303,12 @@ Test(run_command, refused_before_anything_runs, .fini = close_all)
                 PL_ERR_FORBIDDEN);
     expect_code("j", "{\"argv\": [\"echo\"], \"cwd\": \"out\"}",
                 PL_ERR_FORBIDDEN);
+    /* a FIFO as the directory: refused, not waited on */
+    char fifo[8400];
+    snprintf(fifo, sizeof fifo, "%s/pipe", F.dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_code("m", "{\"argv\": [\"echo\"], \"cwd\": \"pipe\"}",
+                PL_ERR_INVALID_INPUT);
     /* the tool's schema says "minimum": 1: a timeout of 0 is not "none" */
     expect_code("k", "{\"argv\": [\"echo\"], \"timeout_ms\": 0}",
                 PL_ERR_INVALID_INPUT);

@@ -548,6 +548,17 @@ Test(tools, read_file_errors_as_data)
                  PL_ERR_INVALID_INPUT, "offset 2");
     expect_error(run_tool("read_file", "{\"path\":\"latin1\"}"),
                  PL_ERR_INVALID_INPUT, "0xe9");
+    /* a FIFO no one writes is refused, not waited on for ever */
+    snprintf(p, sizeof p, "%s/pipe", F.dir);
+    cr_assert(mkfifo(p, 0600) == 0);
+    expect_error(run_tool("read_file", "{\"path\":\"pipe\"}"),
+                 PL_ERR_INVALID_INPUT, "a special file");
+#if PL_WITH_CURL
+    char url[8500];
+    snprintf(url, sizeof url, "{\"url\":\"file://%s\"}", p);
+    expect_error(run_tool("http_get", url), PL_ERR_INVALID_INPUT,
+                 "a special file");
+#endif
     expect_error(run_tool("read_file", "{\"path\":\"\"}"), PL_ERR_INVALID_INPUT,
                  "empty path");
     expect_error(run_tool("read_file", "{\"path\":\"a\\nb\"}"),

@@ -426,8 +426,9 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     int st = pl_sandbox_resolve(&rel, t->sb, cwd ? cwd : ".",
                                 strlen(cwd ? cwd : "."));
     int dirfd = -1;
-    if (!st)
-        st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel), O_RDONLY, 0);
+    if (!st) /* O_NONBLOCK: a FIFO is refused below, not waited on */
+        st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel),
+                                  O_RDONLY | O_NONBLOCK, 0);
     struct stat sst;
     if (!st && (fstat(dirfd, &sst) != 0 || !S_ISDIR(sst.st_mode)))
         st = pl__err(PL_EINVAL, "cwd '%.200s' is not a directory", cwd);
