@@ -201,11 +201,11 @@ Test(llm_providers, anthropic_and_ollama_urls)
     }
     /* a port that is no port is malformed at registration, not a request
      * that fails (and is retried) at every model call */
-    const char *bad_port[] = {"ollama://host:99999/m", "ollama://host:abc/m",
-                              "ollama://host:0/m", "ollama://host:/m",
-                              "ollama://[::1]:x/m",
-                              "openai+http://127.0.0.1:65536/v1#m",
-                              "openai+https://h:8x/v1#m"};
+    const char *bad_port[] = {
+        "ollama://host:99999/m",   "ollama://host:abc/m",
+        "ollama://host:0/m",       "ollama://host:/m",
+        "ollama://[::1]:x/m",      "openai+http://127.0.0.1:65536/v1#m",
+        "openai+https://h:8x/v1#m"};
     for (size_t i = 0; i < sizeof bad_port / sizeof bad_port[0]; i++) {
         cr_expect_eq(pl_llm_register(reg, "m", bad_port[i], NULL, NULL),
                      PL_EINVAL, "%s", bad_port[i]);
@@ -481,8 +481,8 @@ Test(llm_providers, a_script_that_is_no_file_fails_the_run_clearly)
         /* as a script that cannot be opened: nothing recorded, the run
          * goes on once the script is there */
         cr_expect_eq(pl_run_start(&o, e, &a, NULL), PL_EIO, "%s", paths[i]);
-        cr_expect(strstr(pl_errmsg(), "not a regular file"), "%s: %s",
-                  paths[i], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "not a regular file"), "%s: %s", paths[i],
+                  pl_errmsg());
         pl_outcome_free(o);
         cJSON_Delete(p);
         pl_engine_close(e);
