@@ -466,6 +466,14 @@ Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
     cr_expect_str_eq(str(pagination(o), "stopped"), "repeated_continuation");
     cr_expect_eq(num(pagination(o), "pages", 0), 2);
     pl_outcome_free(o);
+    /* a request (a model's arguments) with no room for the continuation
+     * ends the reading as a failed page does, not the run */
+    o = run(e, "r", "{\"total\": 3, \"mode\": \"number\", \"opts\": 5}");
+    cr_expect_str_eq(str(pagination(o), "stopped"), "error");
+    cr_expect_eq(num(pagination(o), "merged", 0), 1);
+    cr_expect_str_eq(str(member(pagination(o), "error"), "code"),
+                     PL_ERR_INVALID_INPUT, "%s", t_text(pl_outcome_result(o)));
+    pl_outcome_free(o);
     po.param = "/page";
     use(&po);
     o = run(e, "q", "{\"total\": 3, \"mode\": \"number\"}");

@@ -400,8 +400,18 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         }
         cJSON_Delete(payload);
         payload = NULL;
-        if ((st = page_payload(&payload, action->payload, param, cont)))
+        if ((st = page_payload(&payload, action->payload, param, cont))) {
+            /* the request (a model's arguments) has no room for it: the
+             * reading ends as at a failed page, the run goes on */
+            if (st == PL_EJSON) {
+                char why[300];
+                snprintf(why, sizeof why, "%s", pl_errmsg());
+                stopped = "error";
+                st = pl_json_pack(&err, "{s:b, s:s, s:s}", "error", true,
+                                  "code", PL_ERR_INVALID_INPUT, "message", why);
+            }
             break;
+        }
         page.payload = payload;
         st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page);
         if (st == PL_ERESULT) /* an error page ends the merge, below */
