@@ -134,11 +134,14 @@ static const char *signal_name(char buf[16], int sig)
     return buf;
 }
 
-/* @p len bytes as UTF-8 text: a NUL or a byte that is not part of a valid
- * character becomes U+FFFD.  Caller frees. */
-static char *as_text(const char *p, size_t len)
+/* @p len bytes as UTF-8 text of at most @p cap bytes: a NUL or a byte that
+ * is not part of a valid character becomes U+FFFD (3 bytes), and the text
+ * ends, on a character's boundary, where the next would pass @p cap
+ * (*cut then).  Caller frees. */
+static char *as_text(const char *p, size_t len, size_t cap, bool *cut)
 {
-    char *t = malloc(len * 3 + 1);
+    *cut = false;
+    char *t = malloc((len < cap / 3 ? len * 3 : cap) + 1);
     if (!t)
         return NULL;
     size_t o = 0;
@@ -146,10 +149,22 @@ static char *as_text(const char *p, size_t len)
         size_t bad = 0;
         long long ok = pl__text_len(p + i, len - i, false, &bad);
         size_t good = ok >= 0 ? (size_t)ok : bad;
+        if (good > cap - o) { /* back to a character's start */
+            good = cap - o;
+            while (good > 0 && ((unsigned char)p[i + good] & 0xc0) == 0x80)
+                good--;
+            *cut = true;
+        }
         memcpy(t + o, p + i, good);
         o += good;
         i += good;
+        if (*cut)
+            break;
         if (i < len) {
+            if (cap - o < 3) {
+                *cut = true;
+                break;
+            }
             memcpy(t + o, "\xef\xbf\xbd", 3);
             o += 3;
             i++;
@@ -345,16 +360,18 @@ static void outcome_free(outcome *r)
 static int add_result(pl_steps *out, const outcome *r, size_t cap,
                       int64_t timeout_ms)
 {
-    char *so = as_text(r->out.buf, r->out.len);
-    char *se = as_text(r->err.buf, r->err.len);
+    bool cut_out, cut_err;
+    char *so = as_text(r->out.buf, r->out.len, cap, &cut_out);
+    char *se = as_text(r->err.buf, r->err.len, cap, &cut_err);
     cJSON *p = NULL;
     int st = so && se ? PL_OK
                       : pl__err(PL_ENOMEM, "run_command: out of memory");
-    bool truncated = r->out.seen > r->out.len || r->err.seen > r->err.len;
+    bool truncated = r->out.seen > r->out.len || r->err.seen > r->err.len ||
+                     cut_out || cut_err;
     char note[200], sigbuf[16];
     snprintf(note, sizeof note,
              "output truncated: %zu bytes of stdout and %zu of stderr, of "
-             "which the first %zu of each are kept",
+             "which each keeps its first %zu bytes of text",
              r->out.seen, r->err.seen, cap);
     bool exited = WIFEXITED(r->status);
     int sig = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
