@@ -34,6 +34,14 @@ static int use_tool(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                             "args", &args);
     if (st)
         return st;
+    /* "deadline_in_ms": the call's deadline, from the recorded clock */
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(action->payload,
+                                                       "deadline_in_ms");
+    int64_t now;
+    if (cJSON_IsNumber(in) &&
+        ((st = pl_ctx_now(&now, ctx)) ||
+         (st = pl_ctx_set_deadline(ctx, now + (int64_t)in->valuedouble))))
+        return st;
     cJSON *r = NULL;
     st = pl_ctx_invoke(&r, ctx, tool, args);
     if (st && st != PL_ERESULT)
@@ -48,6 +56,7 @@ typedef struct fixture {
     char dir[4096]; /* the sandbox directory */
     char outside[4096];
     int runs;
+    long deadline_in_ms; /* not 0: the tool's call has this deadline */
 } fixture;
 
 static fixture F;
@@ -105,6 +114,9 @@ static cJSON *run_tool_id(const char *tool, const char *args, char *run_id)
     cJSON *payload = cJSON_CreateObject();
     cJSON_AddStringToObject(payload, "tool", tool);
     cJSON_AddItemToObject(payload, "args", t_json(args));
+    if (F.deadline_in_ms)
+        cJSON_AddNumberToObject(payload, "deadline_in_ms",
+                                (double)F.deadline_in_ms);
     pl_action root = PL_ACTION_INIT;
     root.policy = "use_tool";
     root.payload = payload;
@@ -661,6 +673,12 @@ Test(tools, http_get_timeout)
 {
     http_fixture();
     expect_error(get("/hang"), PL_ERR_TIMEOUT, "/hang");
+    /* the call's deadline (a timeout decorator's) when it comes first, and
+     * one already passed sends nothing */
+    F.deadline_in_ms = 100;
+    expect_error(get("/hang"), PL_ERR_TIMEOUT, "the call's deadline");
+    F.deadline_in_ms = -1000;
+    expect_error(get("/hang"), PL_ERR_TIMEOUT, "was not sent");
     http_done();
 }
 

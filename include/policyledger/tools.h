@@ -201,7 +201,10 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               and 410 NotFound, 401 Unauthorized, 403 Forbidden, 429
  *               RateLimited (the message carries Retry-After), 5xx
  *               RetryableServer, other 4xx InvalidInput; a timeout
- *               Timeout; a refused connection RetryableServer; a URL or
+ *               Timeout (timeout_ms, or the call's deadline,
+ *               pl_ctx_deadline(), when it comes first; one already
+ *               passed sends nothing); a refused connection
+ *               RetryableServer; a URL or
  *               redirect outside the allowlist Forbidden.  file:// URLs
  *               read through the sandbox, as read_file does.
  *
