@@ -72,7 +72,10 @@
  *     first, else Retry-After (seconds, or an HTTP date in any of
  *     RFC 9110's three forms; a date past means at once; one that is
  *     neither is ignored), never past total_timeout_ms: a wait that would
- *     end past it ends the call with the last error instead.
+ *     end past it ends the call with the last error instead.  The call's
+ *     deadline (pl_ctx_deadline(), a timeout decorator's), when it comes
+ *     first, bounds the call as total_timeout_ms does (an attempt is cut
+ *     at it: Timeout); past it already, the model is not asked (Timeout).
  *   - No API key for a provider's own server fails the run (PL_EINVAL, with
  *     the variable's name): nothing is recorded, so set the key and continue
  *     the run.

@@ -237,6 +237,7 @@ typedef struct exchange_args {
     const pl__llm_request *req;
     pl__llm_deltas *deltas; /* NULL: no streaming */
     bool ran;               /* the model was asked (not served) */
+    int64_t deadline_ms;    /* the call's, pl_ctx_deadline() */
 } exchange_args;
 
 static int do_exchange(cJSON **out, void *user)
@@ -244,7 +245,8 @@ static int do_exchange(cJSON **out, void *user)
     exchange_args *x = user;
     x->ran = true;
     return pl__llm_exchange(out, x->m, x->req->body, x->req->len,
-                            x->req->sha256, x->req->script_pos, x->deltas);
+                            x->req->sha256, x->req->script_pos, x->deadline_ms,
+                            x->deltas);
 }
 
 /* On replay: the recorded exchange answered this very request. */
@@ -311,7 +313,8 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
                         tools,
                         n_tools,
                         false};
-    exchange_args x = {m, &req, m->o.on_delta ? &d : NULL, false};
+    exchange_args x = {m, &req, m->o.on_delta ? &d : NULL, false,
+                       pl_ctx_deadline(ctx)};
     pl_side_effect_match match = PL_SIDE_EFFECT_MATCH_INIT;
     match.fn = same_request;
     match.user = &req;

@@ -231,10 +231,13 @@ PL__HIDDEN const cJSON *pl__llm_exchange_of(const pl_step *s);
  * or with "error": {"code", "message"} instead of "answer".  A scripted
  * exchange adds "script_next".  With @p deltas (not NULL), the answer is
  * streamed to them.  @p body is @p len bytes and a NUL;
- * @p sha256_hex its SHA-256 in hex.  Fails only on a local error (memory). */
+ * @p sha256_hex its SHA-256 in hex.  @p deadline_ms (Unix ms, 0: none), the
+ * call's deadline, bounds an HTTP call as total_timeout_ms does.  Fails
+ * only on a local error (memory). */
 PL__HIDDEN int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                                 size_t len, const char *sha256_hex,
-                                long script_pos, pl__llm_deltas *deltas);
+                                long script_pos, int64_t deadline_ms,
+                                pl__llm_deltas *deltas);
 
 /* A turn's request, built on what the policy kept of the invocation's
  * earlier turns (reqcache.c). */
