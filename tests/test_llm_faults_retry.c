@@ -82,19 +82,22 @@ Test(llm_faults, the_calls_deadline_bounds_a_model_call)
     fixture f = {0};
     f.reg = registry_for(g_p, &o);
     f.e = t_engine(t_store_path(), f.reg, PL_DURABILITY_PROCESS);
-    f.out = t_start(f.e, "agent",
-                    "{\"text\": \"hi\", \"actions\": [], "
-                    "\"deadline_in_ms\": 300}",
-                    "dl");
-    expect_error(&f, PL_ERR_TIMEOUT, "the call's deadline");
-    cr_expect_eq(t_server_requests(&g_srv), 1, "tried again past it");
-    pl_outcome_free(f.out);
-    f.out = t_start(f.e, "agent",
-                    "{\"text\": \"hi\", \"actions\": [], "
-                    "\"deadline_in_ms\": -1000}",
-                    "past");
-    expect_error(&f, PL_ERR_TIMEOUT, "the model was not asked");
-    cr_expect_eq(t_server_requests(&g_srv), 1, "a request past the deadline");
+    static const struct {
+        int in_ms;
+        const char *run, *says;
+    } cases[] = {{300, "dl", "the call's deadline"},
+                 {-1000, "past", "the model was not asked"}};
+    for (int i = 0; i < 2; i++) {
+        char payload[128];
+        snprintf(payload, sizeof payload,
+                 "{\"text\": \"hi\", \"actions\": [], \"deadline_in_ms\": %d}",
+                 cases[i].in_ms);
+        pl_outcome_free(f.out);
+        f.out = t_start(f.e, "agent", payload, cases[i].run);
+        expect_error(&f, PL_ERR_TIMEOUT, cases[i].says);
+        cr_expect_eq(t_server_requests(&g_srv), 1, "%s: %d requests",
+                     cases[i].run, t_server_requests(&g_srv));
+    }
     fixture_free(&f);
 }
 

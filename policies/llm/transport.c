@@ -553,10 +553,7 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
      * total_timeout_ms does; one already past asks nothing */
     bool by_deadline = false;
     if (deadline_ms) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t left = deadline_ms -
-                       ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+        int64_t left = deadline_ms - pl__now_us() / 1000;
         if (left <= 0) {
             free(url);
             free(wire);

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
-#include <time.h>
 
 #include "tools.h"
 
@@ -241,10 +240,7 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         bool by_deadline = false;
         int64_t deadline = pl_ctx_deadline(ctx);
         if (deadline) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t left = deadline -
-                           ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+            int64_t left = deadline - pl__now_us() / 1000;
             if (left <= 0) {
                 char msg[600];
                 snprintf(msg, sizeof msg,
