@@ -123,6 +123,85 @@ static void chain_json(cJSON *all, cJSON *j, bool *oom)
     }
 }
 
+/*
+ * A link's successor by the engine's rule for the ids of a chain
+ * (docs/design.md, continue as new): "<id>~1" after "<id>", "<base>~<n+1>"
+ * after "<base>~<n>" (n from 1, no leading zero, under 10^12).  This is
+ * how the successor of a deleted link is found: a tombstone keeps its
+ * status, not its links.  false when the id would be too long.
+ */
+static bool chain_next_id(char *out, const char *id)
+{
+    const char *tilde = strrchr(id, '~');
+    size_t base = strlen(id);
+    unsigned long long n = 0;
+    if (tilde && tilde[1] >= '1' && tilde[1] <= '9') {
+        char *end;
+        unsigned long long v = strtoull(tilde + 1, &end, 10);
+        if (!*end && v < 1000000000000ull) {
+            base = (size_t)(tilde - id);
+            n = v;
+        }
+    }
+    int w = snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)base, id, n + 1);
+    return w > 0 && w <= PL_MAX_RUN_ID;
+}
+
+/* The one id whose successor @p id is by that rule ("" if none). */
+static void chain_prev_id(char *out, const char *id)
+{
+    const char *tilde = strrchr(id, '~');
+    char back[PL_MAX_RUN_ID + 1];
+    out[0] = '\0';
+    if (!tilde || tilde == id || tilde[1] < '1' || tilde[1] > '9')
+        return;
+    unsigned long long n = strtoull(tilde + 1, NULL, 10);
+    if (n == 1)
+        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s", (int)(tilde - id), id);
+    else
+        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)(tilde - id), id,
+                 n - 1);
+    if (!chain_next_id(back, out) || strcmp(back, id))
+        out[0] = '\0';
+}
+
+/* A link: its record in *ri (1), or, deleted, its tombstone in *t (2);
+ * 0 when the store has neither. */
+static int chain_get(pl_engine *e, const char *id, pl_run_info **ri,
+                     pl_tombstone *t)
+{
+    *ri = NULL;
+    if (!pl_run_get(ri, e, id))
+        return 1;
+    *t = (pl_tombstone)PL_TOMBSTONE_INIT;
+    return pl_run_tombstone(t, e, id) ? 0 : 2;
+}
+
+/* The link before @p id in @p prev ("" at the first link still known):
+ * a record's predecessor, or for a deleted link the run its id follows
+ * that was continued as new.  Its record must name @p id its successor. */
+static void chain_prev(pl_engine *e, const char *id, char *prev)
+{
+    pl_run_info *ri;
+    pl_tombstone t;
+    int got = chain_get(e, id, &ri, &t);
+    prev[0] = '\0';
+    if (got == 1 && ri->predecessor)
+        snprintf(prev, PL_MAX_RUN_ID + 1, "%s", ri->predecessor);
+    else if (got == 2)
+        chain_prev_id(prev, id);
+    pl_run_info_free(ri);
+    if (!prev[0])
+        return;
+    got = chain_get(e, prev, &ri, &t);
+    bool linked = got == 1   ? ri->successor && !strcmp(ri->successor, id)
+                  : got == 2 ? t.status == PL_RUN_CONTINUED
+                             : false;
+    pl_run_info_free(ri);
+    if (!linked)
+        prev[0] = '\0';
+}
+
 /* Print one link (its record, or its tombstone when deleted), or with
  * --format json add it to @p all; the id of the link after it in @p next
  * ("" at the end).  false when there is none. */
@@ -130,11 +209,12 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
                        char *next, cJSON *all, bool *oom)
 {
     pl_run_info *ri = NULL;
-    pl_tombstone t = PL_TOMBSTONE_INIT;
+    pl_tombstone t;
     next[0] = '\0';
-    if (pl_run_get(&ri, e, id)) {
-        if (pl_run_tombstone(&t, e, id))
-            return false;
+    int got = chain_get(e, id, &ri, &t);
+    if (!got)
+        return false;
+    if (got == 2) {
         char del[40];
         cli_time_iso(del, sizeof del, t.deleted_us, false);
         if (o->format == FMT_TEXT) {
@@ -147,7 +227,10 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
             cJSON_AddStringToObject(j, "deleted", del);
             chain_json(all, j, oom);
         }
-        return true; /* a deleted link: the chain goes on unknown */
+        /* a deleted link continued as new: its successor by the ids' rule */
+        if (t.status == PL_RUN_CONTINUED && !chain_next_id(next, id))
+            next[0] = '\0';
+        return true;
     }
     if (o->format == FMT_TEXT) {
         char created[40];
@@ -166,19 +249,16 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
 
 int cmd_chain(pl_engine *e, const opts *o)
 {
-    /* back to the first link still there */
-    char first[PL_MAX_RUN_ID + 1], next[PL_MAX_RUN_ID + 1];
+    /* back to the first link still known: stored, or deleted with its
+     * tombstone kept */
+    char first[PL_MAX_RUN_ID + 1], prev[PL_MAX_RUN_ID + 1];
+    char next[PL_MAX_RUN_ID + 1];
     snprintf(first, sizeof first, "%s", o->run);
     for (unsigned hops = 0; hops < 1000000; hops++) {
-        pl_run_info *ri = NULL;
-        if (pl_run_get(&ri, e, first))
+        chain_prev(e, first, prev);
+        if (!prev[0])
             break;
-        bool more = ri->predecessor != NULL;
-        if (more)
-            snprintf(first, sizeof first, "%s", ri->predecessor);
-        pl_run_info_free(ri);
-        if (!more)
-            break;
+        memcpy(first, prev, sizeof first);
     }
     /* json: one document, {"chain": [the links]} */
     cJSON *all = o->format == FMT_JSON ? cJSON_CreateArray() : NULL;
