@@ -218,7 +218,7 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
                        "%s: bad new run id '%s' (1..%d bytes of "
-                       "[A-Za-z0-9._:@-])",
+                       "[A-Za-z0-9._:@~-])",
                        fn, new_id, PL_MAX_RUN_ID);
     uint32_t at = 0;
     int st = parse_root_step(at_step_id, &at);
