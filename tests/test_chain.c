@@ -372,6 +372,66 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
     pl_registry_free(reg);
 }
 
+/* Run @p id of pinger, waiting, is signalled: it continues as new, and
+ * its successor @p next is run to its wait. */
+static void ping_on(pl_engine *e, const char *id, const char *next)
+{
+    cJSON *ev = t_json("{}");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, id, "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && o->status == PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_continue(&o, e, next, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cJSON_Delete(ev);
+}
+
+/* Continued links are final, and pruned as such (guide: Long-lived runs):
+ * an event or a cancellation sent to the chain by the id its senders know
+ * still reaches the link that goes on past deleted ones while their
+ * tombstones last; a link deleted that had ended otherwise, or whose
+ * tombstone is gone, is not found. */
+Test(chain, events_reach_the_successor_past_deleted_links)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "pinger";
+    d.fn = pinger;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 3}", "pd");
+    pl_outcome_free(o);
+    ping_on(e, "pd", "pd~1");
+    ping_on(e, "pd~1", "pd~2");
+    cr_assert_eq(pl_run_delete(e, "pd"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_delete(e, "pd~1"), PL_OK, "%s", pl_errmsg());
+    /* to "pd", deleted, and "pd~1", deleted: both reach "pd~2" */
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, "pd~1", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_run_signal(&o, e, "pd", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && !strcmp(o->run_id, "pd~2") && o->status == PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(status_of(e, "pd~3"), PL_RUN_SUBMITTED);
+    cr_assert_eq(pl_run_cancel(e, "pd", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(status_of(e, "pd~3"), PL_RUN_CANCELLED,
+                 "the cancel reached it");
+    /* a deleted run that did not continue: not found, as before */
+    o = t_start(e, "looper", "{\"left\": 0}", "done");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "done"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_signal(NULL, e, "done", "ping", ev), PL_ENOTFOUND);
+    cr_assert(strstr(pl_errmsg(), "done"), "%s", pl_errmsg());
+    cr_assert_eq(pl_run_signal(NULL, e, "done~1", "ping", ev), PL_ENOTFOUND);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- the successor's place in the queue ------------------------------------ */
 
 /* A take's claim that writes the run's state as it was. */

@@ -123,48 +123,6 @@ static void chain_json(cJSON *all, cJSON *j, bool *oom)
     }
 }
 
-/*
- * A link's successor by the engine's rule for the ids of a chain
- * (docs/design.md, continue as new): "<id>~1" after "<id>", "<base>~<n+1>"
- * after "<base>~<n>" (n from 1, no leading zero, under 10^12).  This is
- * how the successor of a deleted link is found: a tombstone keeps its
- * status, not its links.  false when the id would be too long.
- */
-static bool chain_next_id(char *out, const char *id)
-{
-    const char *tilde = strrchr(id, '~');
-    size_t base = strlen(id);
-    unsigned long long n = 0;
-    if (tilde && tilde[1] >= '1' && tilde[1] <= '9') {
-        char *end;
-        unsigned long long v = strtoull(tilde + 1, &end, 10);
-        if (!*end && v < 1000000000000ull) {
-            base = (size_t)(tilde - id);
-            n = v;
-        }
-    }
-    int w = snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)base, id, n + 1);
-    return w > 0 && w <= PL_MAX_RUN_ID;
-}
-
-/* The one id whose successor @p id is by that rule ("" if none). */
-static void chain_prev_id(char *out, const char *id)
-{
-    const char *tilde = strrchr(id, '~');
-    char back[PL_MAX_RUN_ID + 1];
-    out[0] = '\0';
-    if (!tilde || tilde == id || tilde[1] < '1' || tilde[1] > '9')
-        return;
-    unsigned long long n = strtoull(tilde + 1, NULL, 10);
-    if (n == 1)
-        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s", (int)(tilde - id), id);
-    else
-        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)(tilde - id), id,
-                 n - 1);
-    if (!chain_next_id(back, out) || strcmp(back, id))
-        out[0] = '\0';
-}
-
 /* A link: its record in *ri (1), or, deleted, its tombstone in *t (2);
  * 0 when the store has neither. */
 static int chain_get(pl_engine *e, const char *id, pl_run_info **ri,
@@ -189,7 +147,7 @@ static void chain_prev(pl_engine *e, const char *id, char *prev)
     if (got == 1 && ri->predecessor)
         snprintf(prev, PL_MAX_RUN_ID + 1, "%s", ri->predecessor);
     else if (got == 2)
-        chain_prev_id(prev, id);
+        cli_chain_prev_id(prev, id);
     pl_run_info_free(ri);
     if (!prev[0])
         return;
@@ -228,7 +186,7 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
             chain_json(all, j, oom);
         }
         /* a deleted link continued as new: its successor by the ids' rule */
-        if (t.status == PL_RUN_CONTINUED && !chain_next_id(next, id))
+        if (t.status == PL_RUN_CONTINUED && !cli_chain_next_id(next, id))
             next[0] = '\0';
         return true;
     }

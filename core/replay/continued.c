@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "ctx.h"
+#include "retention.h"
 #include "run.h"
 
 /* The id of @p id's successor in @p out (PL_MAX_RUN_ID + 1 bytes). */
@@ -42,6 +43,17 @@ static int successor_id(char *out, const char *id)
                        "%d bytes",
                        id, PL_MAX_RUN_ID);
     return PL_OK;
+}
+
+int pl__chain_next_deleted(pl_engine *e, const char *id, char *next)
+{
+    char was[PL__ERRMSG_MAX]; /* the caller's message, kept when not found */
+    snprintf(was, sizeof was, "%s", pl_errmsg());
+    pl__tomb t;
+    int st = pl__tomb_load(e, id, &t);
+    if (st == PL_OK && t.status == PL_RUN_CONTINUED)
+        return successor_id(next, id);
+    return st && st != PL_ENOTFOUND ? st : pl__err(PL_ENOTFOUND, "%s", was);
 }
 
 int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload)

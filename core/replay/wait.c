@@ -680,10 +680,14 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
     for (unsigned hops = 0;; hops++) {
         pl__buf rec = {0};
+        deliver_ctx d = {to, what, 0, ""};
         st = known ? PL_OK : pl__store_run_find(e->store, to, num, NULL);
+        /* deleted after it continued as new: on to its successor */
+        if (st == PL_ENOTFOUND && hops < 1000000 &&
+            (st = pl__chain_next_deleted(e, to, d.succ)) == PL_OK)
+            st = PL_ESTATE;
         if (!st) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
-        deliver_ctx d = {to, what, 0, ""};
         uint64_t seq;
         if (!st)
             st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
@@ -884,17 +888,5 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
             return cst;
         pl__err_clear();
     }
-    return PL_OK;
-}
-
-/* ---- waiting in place ------------------------------------------------------------ */
-
-int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
-{
-    if (!e || ms < -1)
-        return pl__err(PL_EINVAL, "pl_engine_set_wait_in_place: an engine "
-                                  "and ms >= 0 (-1: the default) are "
-                                  "required");
-    atomic_store(&e->wait_in_place_ms, (long long)ms);
     return PL_OK;
 }

@@ -4,7 +4,8 @@ a '~' (loop, loop~1, loop~2: `dump_fixture STORE chain loop`, the first
 link deleted).  A run id is 1 to 128 bytes of [A-Za-z0-9._:@~-]
 (include/policyledger.h): ledger-web serves each link's page and steps,
 pages its run list through the links with its cursor and acts on a link;
-ledger-replay takes such an id as --new-id.
+ledger-replay takes such an id as --new-id, and a cancellation sent to a
+chain goes on past a deleted link to the one that goes on.
 
 usage: test_chain_tools.py --web W --replay R --plugin P --fixture F
 """
@@ -103,6 +104,18 @@ class ChainTools(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 1)
         self.assertIn("[A-Za-z0-9._:@~-]", p.stderr)
+
+    def test_a_cancel_reaches_the_link_past_a_deleted_one(self):
+        """--cancel of a chain by its first id, its second link deleted:
+        the link that goes on, loop~2, is cancelled, and said so."""
+        store = os.path.join(self.tmp, "gap")
+        os.mkdir(store)
+        subprocess.run([A.fixture, store, "chain", "loop~1"], check=True,
+                       timeout=60)
+        p = subprocess.run([A.replay, store, "--cancel", "loop~1"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn("run loop~2: cancelled", p.stdout)
 
 
 def main():
