@@ -420,6 +420,18 @@ Test(chain, events_reach_the_successor_past_deleted_links)
     cr_assert_eq(pl_run_cancel(e, "pd", "stop"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(status_of(e, "pd~3"), PL_RUN_CANCELLED,
                  "the cancel reached it");
+    /* its outcome asked again: continued, naming its successor (runs.h) */
+    cJSON *p = t_json("{\"left\": 3}");
+    pl_action a = {PL_ACTION_VERSION, "pinger", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "pd~1";
+    ro.if_exists = PL_IF_EXISTS_OUTCOME;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    cr_assert(o->successor && !strcmp(o->successor, "pd~2"), "%s",
+              o->successor ? o->successor : "no successor");
+    pl_outcome_free(o);
+    cJSON_Delete(p);
     /* a deleted run that did not continue: not found, as before */
     o = t_start(e, "looper", "{\"left\": 0}", "done");
     pl_outcome_free(o);

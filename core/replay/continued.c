@@ -21,8 +21,7 @@
 #include "retention.h"
 #include "run.h"
 
-/* The id of @p id's successor in @p out (PL_MAX_RUN_ID + 1 bytes). */
-static int successor_id(char *out, const char *id)
+int pl__successor_id(char *out, const char *id)
 {
     const char *tilde = strrchr(id, '~');
     size_t base = strlen(id);
@@ -52,7 +51,7 @@ int pl__chain_next_deleted(pl_engine *e, const char *id, char *next)
     pl__tomb t;
     int st = pl__tomb_load(e, id, &t);
     if (st == PL_OK && t.status == PL_RUN_CONTINUED)
-        return successor_id(next, id);
+        return pl__successor_id(next, id);
     return st && st != PL_ENOTFOUND ? st : pl__err(PL_ENOTFOUND, "%s", was);
 }
 
@@ -75,7 +74,7 @@ int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload)
                        "pl_ctx_continue_as_new: run '%s' is "
                        "continued as new already",
                        r->id);
-    if ((st = successor_id(r->succ_id, r->id)) ||
+    if ((st = pl__successor_id(r->succ_id, r->id)) ||
         (st = pl__payload_encode(&r->cont, payload, r->e->max_payload))) {
         pl__buf_reset(&r->cont);
         return st;

@@ -575,7 +575,9 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
  *   - pl_run_start() with PL_IF_EXISTS_OUTCOME or PL_IF_EXISTS_CONTINUE
  *     executes nothing and gives an outcome whose status is the recorded
  *     final status, with no steps, no result (pl_outcome_result() gives
- *     the empty object), error 0 and a reason saying "deleted on <time>";
+ *     the empty object), error 0 and a reason saying "deleted on <time>"
+ *     (a run continued as new still names its successor: see
+ *     pl_ctx_continue_as_new() for its id);
  *   - pl_run_get(), pl_run_ledger() and the others give PL_ENOTFOUND;
  *     pl_run_tombstone() reads the tombstone.
  *
