@@ -440,7 +440,9 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  * @return PL_OK; PL_EINVAL (NULL argument, a bad run id, a step id that is
  *         not "0:<seq>"); PL_ENOTFOUND (no such run, or its root ledger has
  *         no such step); PL_EBUSY (the run is running in a live process);
- *         PL_EEXIST (@p new_id is taken); PL_ECORRUPT; PL_EVERSION;
+ *         PL_EEXIST (@p new_id is taken by a run, or by a deleted run's
+ *         tombstone, which pl_errmsg() names; refused before anything is
+ *         written); PL_ECORRUPT; PL_EVERSION;
  *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,

@@ -251,6 +251,12 @@ def case_usage():
                   p.stderr)
         p = s.tool("--upgrade", "nope", expect=2)
         check("no run" in p.stderr, p.stderr)
+        # a --new-id taken is refused as --fork refuses it, writing nothing
+        before = s.data_digest()
+        p = s.tool("--upgrade", "order-SHIP", "--new-id", "order-DONE",
+                   plugins=[base.ARGS.order_plugin_v2], expect=1)
+        check("'order-DONE' exists already" in p.stderr, p.stderr)
+        check(s.data_digest() == before, "a refused --upgrade wrote")
     finally:
         s.close()
 
