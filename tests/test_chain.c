@@ -444,6 +444,44 @@ Test(chain, events_reach_the_successor_past_deleted_links)
     pl_registry_free(reg);
 }
 
+/* A continued link imported under another id is a copy: its record still
+ * names the original's successor, but events and cancellations sent to
+ * the copy are refused, never passed on into the original chain. */
+Test(chain, a_copy_imported_under_another_id_passes_nothing_on)
+{
+    pl_registry *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "pinger";
+    d.fn = pinger;
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pk");
+    pl_outcome_free(o);
+    ping_on(e, "pk", "pk~1");
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    cr_assert_eq(pl_run_export(e, "pk", f), PL_OK, "%s", pl_errmsg());
+    rewind(f);
+    char *id = NULL;
+    cr_assert_eq(pl_run_import(&id, e, f, "pk-copy"), PL_OK, "%s", pl_errmsg());
+    free(id);
+    fclose(f);
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, "pk-copy", "ping", ev), PL_ESTATE);
+    cr_assert(strstr(pl_errmsg(), "pk-copy"), "%s", pl_errmsg());
+    cr_assert_eq(pl_run_cancel(e, "pk-copy", "no"), PL_ESTATE);
+    cr_assert_eq(status_of(e, "pk~1"), PL_RUN_WAITING, "the chain was reached");
+    /* the original still passes them on */
+    cr_assert_eq(pl_run_signal(&o, e, "pk", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && !strcmp(o->run_id, "pk~1") && o->status == PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- the successor's place in the queue ------------------------------------ */
 
 /* A take's claim that writes the run's state as it was. */

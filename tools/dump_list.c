@@ -137,7 +137,9 @@ static int chain_get(pl_engine *e, const char *id, pl_run_info **ri,
 
 /* The link before @p id in @p prev ("" at the first link still known):
  * a record's predecessor, or for a deleted link the run its id follows
- * that was continued as new.  Its record must name @p id its successor. */
+ * that was continued as new.  Its record, or for a deleted one the ids'
+ * rule, must make @p id its successor (a copy of a link imported under
+ * another id names the original's predecessor). */
 static void chain_prev(pl_engine *e, const char *id, char *prev)
 {
     pl_run_info *ri;
@@ -152,9 +154,12 @@ static void chain_prev(pl_engine *e, const char *id, char *prev)
     if (!prev[0])
         return;
     got = chain_get(e, prev, &ri, &t);
-    bool linked = got == 1   ? ri->successor && !strcmp(ri->successor, id)
-                  : got == 2 ? t.status == PL_RUN_CONTINUED
-                             : false;
+    char succ[PL_MAX_RUN_ID + 1];
+    bool linked = got == 1 ? ri->successor && !strcmp(ri->successor, id)
+                  : got == 2
+                      ? t.status == PL_RUN_CONTINUED &&
+                            cli_chain_next_id(succ, prev) && !strcmp(succ, id)
+                      : false;
     pl_run_info_free(ri);
     if (!linked)
         prev[0] = '\0';
@@ -162,14 +167,22 @@ static void chain_prev(pl_engine *e, const char *id, char *prev)
 
 /* Print one link (its record, or its tombstone when deleted), or with
  * --format json add it to @p all; the id of the link after it in @p next
- * ("" at the end).  false when there is none. */
-static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
-                       char *next, cJSON *all, bool *oom)
+ * ("" at the end).  false when there is none, or when its record does not
+ * go on from @p from, the link before it (a copy of a link, imported under
+ * another id, names the original's successor). */
+static bool chain_link(pl_engine *e, const opts *o, const char *id,
+                       const char *from, bool asked, char *next, cJSON *all,
+                       bool *oom)
 {
     pl_run_info *ri = NULL;
     pl_tombstone t;
     next[0] = '\0';
     int got = chain_get(e, id, &ri, &t);
+    if (got == 1 && from[0] &&
+        (!ri->predecessor || strcmp(ri->predecessor, from))) {
+        pl_run_info_free(ri);
+        return false;
+    }
     if (!got)
         return false;
     if (got == 2) {
@@ -221,13 +234,14 @@ int cmd_chain(pl_engine *e, const opts *o)
     /* json: one document, {"chain": [the links]} */
     cJSON *all = o->format == FMT_JSON ? cJSON_CreateArray() : NULL;
     bool oom = o->format == FMT_JSON && !all, any = false;
-    char id[PL_MAX_RUN_ID + 1];
+    char id[PL_MAX_RUN_ID + 1], from[PL_MAX_RUN_ID + 1] = "";
     snprintf(id, sizeof id, "%s", first);
     for (unsigned hops = 0;
          hops < 1000000 && id[0] && !oom &&
-         chain_link(e, o, id, !strcmp(id, o->run), next, all, &oom);
+         chain_link(e, o, id, from, !strcmp(id, o->run), next, all, &oom);
          hops++) {
         any = true;
+        memcpy(from, id, sizeof from);
         memcpy(id, next, sizeof id);
     }
     if (any && !oom && all) {

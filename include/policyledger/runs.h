@@ -531,7 +531,10 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * finish), and its inbox (events not yet consumed, a cancellation not yet
  * seen), so that a waiting run continues there as it would have where it
  * came from (a waiting run with an inbox is due at once, to look).
- * pl_run_verify() passes on it.  An export of format 1 (before inbox
+ * pl_run_verify() passes on it.  A superseded or continued run keeps the
+ * ids of its links (pl_run_info.successor, .predecessor); imported under
+ * another id it is a copy, from which nothing is passed on to them (an
+ * event or a cancellation sent to it is refused, PL_ESTATE).  An export of format 1 (before inbox
  * lines) is read too.
  *
  * Writing takes two commits (the store numbers a run when it creates it):

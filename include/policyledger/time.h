@@ -105,7 +105,9 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  * waiting for it is woken.  A run continued as new
  * (pl_ctx_continue_as_new()) passes it on: it goes to the link of the
  * chain that is going on (as does a pl_run_cancel()), also past links
- * deleted (pl_run_delete(), a prune) while their tombstones last.
+ * deleted (pl_run_delete(), a prune) while their tombstones last; only to
+ * a successor that goes on from it (not from a copy of a link imported
+ * under another id: PL_ESTATE).
  * @param[out] out NULL: deliver only (a worker, or pl_engine_wake(),
  *             continues a waiting run).  Else, when the run was waiting,
  *             it is continued here, in the caller's thread, as

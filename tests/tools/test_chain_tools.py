@@ -5,9 +5,11 @@ link deleted).  A run id is 1 to 128 bytes of [A-Za-z0-9._:@~-]
 (include/policyledger.h): ledger-web serves each link's page and steps,
 pages its run list through the links with its cursor and acts on a link;
 ledger-replay takes such an id as --new-id, and a cancellation sent to a
-chain goes on past a deleted link to the one that goes on.
+chain goes on past a deleted link to the one that goes on; a link's copy
+imported under another id is a chain of its own, which passes nothing on
+to the original's links.
 
-usage: test_chain_tools.py --web W --replay R --plugin P --fixture F
+usage: test_chain_tools.py --web W --replay R --dump D --plugin P --fixture F
 """
 import argparse
 import json
@@ -117,11 +119,35 @@ class ChainTools(unittest.TestCase):
         self.assertEqual(p.returncode, 5, p.stderr)
         self.assertIn("run loop~2: cancelled", p.stdout)
 
+    def test_a_copy_of_a_link_is_a_chain_of_its_own(self):
+        exp = os.path.join(self.tmp, "loop1.jsonl")
+        with open(exp, "w") as f:
+            subprocess.run([A.dump, self.store, "--run", "loop~1", "--format",
+                            "jsonl"], stdout=f, check=True, timeout=60)
+        p = subprocess.run([A.replay, self.store, "--import", exp,
+                            "--new-id", "copy"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([A.dump, self.store, "--run", "copy", "--chain",
+                            "--format", "jsonl"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([json.loads(l)["id"] for l in p.stdout.splitlines()],
+                         ["copy"])
+        p = subprocess.run([A.replay, self.store, "--cancel", "copy"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("'copy' continued as new, but its successor", p.stderr)
+        p = subprocess.run([A.dump, self.store, "--run", "loop~2", "--format",
+                            "json"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(json.loads(p.stdout)["run"]["status"], "submitted")
+
 
 def main():
     global A
     ap = argparse.ArgumentParser()
-    for name in ("web", "replay", "plugin", "fixture"):
+    for name in ("web", "replay", "dump", "plugin", "fixture"):
         ap.add_argument("--" + name, required=True)
     A, rest = ap.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
