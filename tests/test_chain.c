@@ -321,57 +321,6 @@ static int pinger(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_result(out, pl_json_empty());
 }
 
-Test(chain, events_sent_to_a_continued_run_reach_its_successor)
-{
-    pl_registry *reg = registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "pinger";
-    d.fn = pinger;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
-    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pi");
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    /* to "pi": it continues as "pi~1", which waits */
-    cJSON *ev = t_json("{}");
-    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_not_null(o);
-    cr_assert_eq(o->status, PL_RUN_CONTINUED);
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_continue(&o, e, "pi~1", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    /* still to "pi": it reaches "pi~1", which completes */
-    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_not_null(o, "the successor was continued here");
-    cr_assert_str_eq(o->run_id, "pi~1");
-    cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    pl_outcome_free(o);
-    /* the chain has ended: refused, naming the last link */
-    cr_assert_eq(pl_run_signal(NULL, e, "pi", "ping", ev), PL_ESTATE);
-    cr_assert(strstr(pl_errmsg(), "pi~1"), "%s", pl_errmsg());
-    /* a cancellation goes the same way (time.h): to the waiting link */
-    o = t_start(e, "pinger", "{\"left\": 1}", "pc");
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_signal(&o, e, "pc", "ping", ev), PL_OK, "%s",
-                 pl_errmsg());
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_continue(&o, e, "pc~1", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_cancel(e, "pc", "stop"), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(status_of(e, "pc"), PL_RUN_CONTINUED);
-    cr_expect_eq(status_of(e, "pc~1"), PL_RUN_CANCELLED);
-    cJSON_Delete(ev);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-}
-
 /* Run @p id of pinger, waiting, is signalled: it continues as new, and
  * its successor @p next is run to its wait. */
 static void ping_on(pl_engine *e, const char *id, const char *next)
@@ -388,6 +337,51 @@ static void ping_on(pl_engine *e, const char *id, const char *next)
     cJSON_Delete(ev);
 }
 
+/* An engine on a new store whose registry has "pinger", waits parking. */
+static pl_engine *pinger_engine(pl_registry **reg)
+{
+    *reg = registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "pinger";
+    d.fn = pinger;
+    cr_assert_eq(pl_registry_add(*reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), *reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    return e;
+}
+
+Test(chain, events_sent_to_a_continued_run_reach_its_successor)
+{
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pi");
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    /* to "pi": it continues as "pi~1", which waits */
+    ping_on(e, "pi", "pi~1");
+    cJSON *ev = t_json("{}");
+    /* still to "pi": it reaches "pi~1", which completes */
+    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_not_null(o, "the successor was continued here");
+    cr_assert_str_eq(o->run_id, "pi~1");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    /* the chain has ended: refused, naming the last link */
+    cr_assert_eq(pl_run_signal(NULL, e, "pi", "ping", ev), PL_ESTATE);
+    cr_assert(strstr(pl_errmsg(), "pi~1"), "%s", pl_errmsg());
+    /* a cancellation goes the same way (time.h): to the waiting link */
+    o = t_start(e, "pinger", "{\"left\": 1}", "pc");
+    pl_outcome_free(o);
+    ping_on(e, "pc", "pc~1");
+    cr_assert_eq(pl_run_cancel(e, "pc", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(status_of(e, "pc"), PL_RUN_CONTINUED);
+    cr_expect_eq(status_of(e, "pc~1"), PL_RUN_CANCELLED);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* Continued links are final, and pruned as such (guide: Long-lived runs):
  * an event or a cancellation sent to the chain by the id its senders know
  * still reaches the link that goes on past deleted ones while their
@@ -395,13 +389,8 @@ static void ping_on(pl_engine *e, const char *id, const char *next)
  * tombstone is gone, is not found. */
 Test(chain, events_reach_the_successor_past_deleted_links)
 {
-    pl_registry *reg = registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "pinger";
-    d.fn = pinger;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
-    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
     pl_outcome *o = t_start(e, "pinger", "{\"left\": 3}", "pd");
     pl_outcome_free(o);
     ping_on(e, "pd", "pd~1");
@@ -449,13 +438,8 @@ Test(chain, events_reach_the_successor_past_deleted_links)
  * the copy are refused, never passed on into the original chain. */
 Test(chain, a_copy_imported_under_another_id_passes_nothing_on)
 {
-    pl_registry *reg = registry();
-    pl_policy_def d = PL_POLICY_DEF_INIT;
-    d.name = "pinger";
-    d.fn = pinger;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
-    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
     pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pk");
     pl_outcome_free(o);
     ping_on(e, "pk", "pk~1");
