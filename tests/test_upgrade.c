@@ -272,7 +272,10 @@ Test(upgrade, refusals_leave_the_old_run_untouched)
     cr_expect_eq(pl_run_fork(&nid, e, "o4", "0:0", "gone"), PL_EEXIST);
     cr_expect(strstr(pl_errmsg(), "'gone' was deleted on"), "%s", pl_errmsg());
     cr_assert_eq(pl_engine_change_mark(&mark_after, e), PL_OK);
-    cr_expect_eq(mark_after, mark, "a refused upgrade wrote to the store");
+    /* PostgreSQL's mark is the server's WAL, which the file's other tests
+     * move: there test_deploy.py hashes the schema's rows instead */
+    cr_expect(t_on_pg() || mark_after == mark,
+              "a refused upgrade wrote to the store");
     /* a completed run is final */
     cr_expect_eq(pl_run_upgrade(&nid, e, "taken", "0:0", NULL), PL_ESTATE);
     cr_expect(strstr(pl_errmsg(), "is completed"), "%s", pl_errmsg());
