@@ -372,7 +372,8 @@ void pl_worker_stop(pl_engine *engine);
  *
  * OVERLAP.  PL_OVERLAP_SKIP skips a tick while the schedule's previous run
  * is still live (submitted, running, suspended or waiting; a run continued
- * as new or superseded by an upgrade is live while its successor is);
+ * as new or superseded by an upgrade is live while its successor is, a
+ * continued one also once deleted, while its tombstone lasts);
  * PL_OVERLAP_ALLOW starts it anyway.
  *
  * RUN OPTIONS.  A schedule may give its ticks' runs a priority, a
