@@ -28,13 +28,23 @@ A = None
 
 
 class ChainTools(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        """The chain made once; each test has a copy of it."""
+        cls.made = tempfile.mkdtemp(prefix="pl-chain-made-")
+        os.mkdir(os.path.join(cls.made, "store"))
+        subprocess.run([A.fixture, os.path.join(cls.made, "store"), "chain",
+                        "loop"], check=True, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.made, True)
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="pl-chain-tools-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.store = os.path.join(self.tmp, "store")
-        os.mkdir(self.store)
-        subprocess.run([A.fixture, self.store, "chain", "loop"], check=True,
-                       timeout=60)
+        shutil.copytree(os.path.join(self.made, "store"), self.store)
 
     def web(self):
         err = tempfile.TemporaryFile(mode="w+")
