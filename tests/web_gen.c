@@ -11,8 +11,6 @@
  *   web_gen STORE --big MB     run "big-run": a call whose payload and
  *                              result hold a string of MB MiB, among small
  *                              calls
- *   web_gen STORE --chain      run "chain-1", continued as new once: its
- *                              successor, "chain-1~1", completed
  *   web_gen STORE --search     runs "search-deep" and "search-past": 700
  *                              calls of noop, the 600th (steps 1800 to
  *                              1802) or the 690th (2070 to 2072) with the
@@ -102,20 +100,6 @@ static int seek(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{s:i}", "calls", calls);
 }
 
-/* {} continues as new once, as {"next": 1}, which completes. */
-static int chain(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)user;
-    if (cJSON_GetObjectItemCaseSensitive(a->payload, "next"))
-        return pl_steps_add_resultf(out, "{s:b}", "done", 1);
-    cJSON *next = NULL;
-    int st = pl_json_pack(&next, "{s:i}", "next", 1);
-    if (!st)
-        st = pl_ctx_continue_as_new(ctx, next);
-    cJSON_Delete(next);
-    return st ? st : pl_steps_add_resultf(out, "{s:b}", "continued", 1);
-}
-
 static int start(pl_engine *e, const char *policy, cJSON *payload,
                  const char *id)
 {
@@ -148,7 +132,7 @@ int main(int argc, char **argv)
     if (argc != 3 && !pair) {
         fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile | "
                         "web_gen STORE --long N | web_gen STORE --big MB | "
-                        "web_gen STORE --search | web_gen STORE --chain\n");
+                        "web_gen STORE --search\n");
         return 1;
     }
     pl_registry *reg = NULL;
@@ -165,8 +149,6 @@ int main(int argc, char **argv)
         st = pl_registry_add_fn(reg, "many", many, NULL);
     if (!st)
         st = pl_registry_add_fn(reg, "seek", seek, NULL);
-    if (!st)
-        st = pl_registry_add_fn(reg, "chain", chain, NULL);
     if (!st)
         st = pl_engine_open(&e, argv[1], reg, &eo);
     if (st) {
@@ -194,13 +176,6 @@ int main(int argc, char **argv)
             if (!st)
                 st = start(e, "seek", p, runs[i].id);
         }
-    } else if (!strcmp(argv[2], "--chain")) {
-        st = start(e, "chain", cJSON_CreateObject(), "chain-1");
-        pl_outcome *o = NULL;
-        if (!st && (st = pl_run_continue(&o, e, "chain-1~1", NULL)))
-            fprintf(stderr, "web_gen: %s\n", pl_errmsg());
-        pl_outcome_free(o);
-        made += 2;
     } else if (!strcmp(argv[2], "--hostile")) {
         size_t n = sizeof hostile / sizeof hostile[0];
         for (size_t i = 0; !st && i < n; i++) {

@@ -152,7 +152,6 @@ def fill(store, tmp, agent_env):
         str(LONG_CALLS))
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--big", "8")
     run(os.path.join(BUILD, "tests", "web_gen"), store, "--search")
-    run(os.path.join(BUILD, "tests", "web_gen"), store, "--chain")
 
 
 def all_pages(s, query):
@@ -326,7 +325,7 @@ def test(tmp):
                AGENT_DATA=os.path.join(agent, "data"))
     env.pop("PL_WEB_TOKEN", None)
     fill(store, tmp, env)
-    total = N_GEN + 5 + len(HOSTILE) + 1 + 3 + 2 + 2 + 2
+    total = N_GEN + 5 + len(HOSTILE) + 1 + 3 + 2 + 2
     plugins = ["--plugin", os.path.join(EX, "order-plugin.so"),
                "--plugin", os.path.join(EX, "agent-plugin.so")]
 
@@ -576,18 +575,6 @@ def api(s, total):
           "the list previews a payload only")
 
     steps_paged(s)
-
-    # a run continued as new, and its successor: an id with "~", as the
-    # engine makes it, opens as any other (pl_ctx_continue_as_new())
-    st, doc, _ = s.get("/api/runs/chain-1")
-    check(st == 200 and doc["run"]["status"] == "continued" and
-          doc["run"]["successor"] == "chain-1~1", "chain-1: %d %s" % (st, doc))
-    for path in ("", "/steps", "/timeline", "/export", "/step?id=0:0"):
-        st, body, _ = s.get("/api/runs/chain-1~1" + path, raw=True)
-        check(st == 200, "chain-1~1%s: %d %s" % (path, st, body[:200]))
-    st, doc, _ = s.get("/api/runs?prefix=chain-1~")
-    check(st == 200 and [r["id"] for r in doc["runs"]] == ["chain-1~1"],
-          "a prefix with '~': %d %s" % (st, doc))
 
     # --- one run ---
     st, doc, _ = s.get("/api/runs/order-2")
