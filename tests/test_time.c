@@ -145,6 +145,20 @@ Test(time, bad_arguments_are_refused)
     pl_outcome *o = t_start(e, "sleeper", "{\"ms\":-5}", "neg");
     cr_expect_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
+    /* so does a wake time past 2^53 ms, which no JSON number holds
+     * exactly: refused as such, never "out of memory" leaving the run to be
+     * taken again and again */
+    const char *past[][2] = {{"sleeper", "{\"ms\":9007199254740000}"},
+                             {"waiter", "{\"name\":\"x\",\"timeout\":"
+                                        "9007199254740000}"}};
+    for (int i = 0; i < 2; i++) {
+        o = t_start(e, past[i][0], past[i][1], i ? "far-w" : "far-s");
+        cr_expect_eq(o->status, PL_RUN_FAILED, "%s: %s", past[i][0],
+                     pl_run_status_name(o->status));
+        cr_expect(o->reason && strstr(o->reason, "2^53"), "%s: %s", past[i][0],
+                  o->reason ? o->reason : "(no reason)");
+        pl_outcome_free(o);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }

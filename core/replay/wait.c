@@ -58,6 +58,9 @@
 #define ENGINE_ACTOR "engine"
 #define WAIT_IN_PLACE_DEFAULT_MS 1000
 #define NAP_MS 50 /* the longest nap of a wait in place */
+/* The latest wake time: the wait step records it as a JSON number, exact
+ * up to 2^53 (the year 287396). */
+#define WAKE_MAX_MS (INT64_C(1) << 53)
 
 /* ---- reading and writing the steps -------------------------------------- */
 
@@ -437,6 +440,11 @@ int pl_ctx_sleep_until(pl_ctx *c, int64_t unix_ms)
         return c->run->stop;
     if (unix_ms < 0)
         return pl__err(PL_EINVAL, "pl_ctx_sleep_until: a negative time");
+    if (unix_ms > WAKE_MAX_MS)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_sleep_until: %lld is past 2^53 ms, the latest "
+                       "wake time",
+                       (long long)unix_ms);
     return sleep_until(c, unix_ms);
 }
 
@@ -445,12 +453,19 @@ int pl_ctx_sleep(pl_ctx *c, int64_t ms)
     int st = pl__ctx_check(c, "pl_ctx_sleep");
     if (st)
         return st;
-    if (ms < 0 || ms > INT64_MAX / 4)
-        return pl__err(PL_EINVAL, "pl_ctx_sleep: %lld ms is out of range",
+    if (ms < 0 || ms > WAKE_MAX_MS)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_sleep: %lld ms is out of range (0 to 2^53)",
                        (long long)ms);
     int64_t now;
     if ((st = pl_ctx_now(&now, c)))
         return st;
+    /* the recorded now decides: a replay refuses it alike */
+    if (now > WAKE_MAX_MS - ms)
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_sleep: %lld ms from now is past 2^53 ms, the "
+                       "latest wake time",
+                       (long long)ms);
     return sleep_until(c, now + ms);
 }
 
@@ -611,9 +626,10 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
     if (!out || !pl__name_ok(name))
         return pl__err(PL_EINVAL, "pl_ctx_wait_event: out and a valid event "
                                   "name are required");
-    if (timeout_ms < PL_WAIT_FOREVER || timeout_ms > INT64_MAX / 4)
+    if (timeout_ms < PL_WAIT_FOREVER || timeout_ms > WAKE_MAX_MS)
         return pl__err(PL_EINVAL,
-                       "pl_ctx_wait_event: timeout %lld ms is out of range",
+                       "pl_ctx_wait_event: timeout %lld ms is out of range "
+                       "(-1 to 2^53)",
                        (long long)timeout_ms);
     if (c->run->stop)
         return c->run->stop;
@@ -621,6 +637,12 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
     if (timeout_ms != PL_WAIT_FOREVER) {
         if ((st = pl_ctx_now(&until, c)))
             return st;
+        /* the recorded now decides: a replay refuses it alike */
+        if (until > WAKE_MAX_MS - timeout_ms)
+            return pl__err(PL_EINVAL,
+                           "pl_ctx_wait_event: a timeout of %lld ms from now "
+                           "is past 2^53 ms, the latest wake time",
+                           (long long)timeout_ms);
         until += timeout_ms;
         if (until <= 0)
             until = 1; /* 0 means no timeout */

@@ -74,9 +74,11 @@
  * Sleep @p ms milliseconds of the recorded clock (see Time and events).
  * @return PL_OK once the time has come; PL_ESUSPENDED (the run parks:
  *         return it from the policy); PL_ECANCELLED (the run was
- *         cancelled meanwhile); PL_EINVAL (a negative or huge @p ms, a
- *         stale context, a call of a pl_ctx_call_all() fan-out); the
- *         run-stopping statuses of pl_ctx_call(), PL_EDEADLINE among them.
+ *         cancelled meanwhile); PL_EINVAL (a negative @p ms, a wake
+ *         time past 2^53 ms: the year 287396, the largest a JSON number
+ *         holds exactly; a stale context, a call of a pl_ctx_call_all()
+ *         fan-out); the run-stopping statuses of pl_ctx_call(),
+ *         PL_EDEADLINE among them.
  */
 int pl_ctx_sleep(pl_ctx *ctx, int64_t ms);
 
@@ -93,8 +95,9 @@ int pl_ctx_sleep_until(pl_ctx *ctx, int64_t unix_ms);
  *        PL_WAIT_FOREVER for no timeout, 0 to take only what is there.
  * @return PL_OK; PL_ETIMEDOUT (recorded: a replay times out here too; the
  *         run goes on); PL_ESUSPENDED (the run parks: return it);
- *         PL_ECANCELLED; PL_EINVAL; the run-stopping statuses of
- *         pl_ctx_call().
+ *         PL_ECANCELLED; PL_EINVAL (a bad name, a timeout below -1 or
+ *         ending past 2^53 ms, as for pl_ctx_sleep()); the run-stopping
+ *         statuses of pl_ctx_call().
  */
 int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
                       int64_t timeout_ms);
