@@ -335,6 +335,11 @@ PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 /* ---- runs and invocations ------------------------------------------------------- */
 
 #define PL__PATH_MAX (2 + PL_MAX_DEPTH * 11)
+
+/* The latest wake time of a wait, and the latest deadline of a run: the
+ * wait step records its wake time as a JSON number, exact up to 2^53 (the
+ * year 287396), and the tools show both as times. */
+#define PL__TIME_MAX_MS (INT64_C(1) << 53)
 #define PL__HEARTBEAT_US                                                       \
     1000000 /* how often a running run's state is
                                     rewritten */

@@ -843,6 +843,22 @@ Test(time, a_bad_deadline_is_refused)
     ro.deadline_in_ms = -1;
     pl_outcome *o = NULL;
     cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_EINVAL);
+    /* a deadline past 2^53 ms (it would show as 1969, or inexact in JSON),
+     * given or reached from now, by a start or a submit */
+    int64_t far[][2] = {
+        {INT64_MAX, 0}, {(INT64_C(1) << 53) + 1, 0}, {0, INT64_C(1) << 53}};
+    for (int i = 0; i < 6; i++) {
+        char *sid = NULL;
+        ro.deadline_ms = far[i / 2][0];
+        ro.deadline_in_ms = far[i / 2][1];
+        cr_expect_eq(i % 2 ? pl_run_submit(&sid, e, &a, &ro)
+                           : pl_run_start(&o, e, &a, &ro),
+                     PL_EINVAL, "%d", i);
+        cr_expect(strstr(pl_errmsg(), "2^53"), "%d: %s", i, pl_errmsg());
+        free(sid);
+    }
+    ro.deadline_ms = 0;
+    ro.deadline_in_ms = -1;
     /* version 1 options, without the deadline fields, still work */
     pl_run_options v1 = PL_RUN_OPTIONS_INIT;
     v1.version = 1;

@@ -470,7 +470,10 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         o.priority = r.priority;
         o.concurrency_key = r.flow_key;
         o.concurrency_limit = r.flow_limit;
-        o.deadline_ms = r.deadline_in_ms ? tick + r.deadline_in_ms : 0;
+        o.deadline_ms = !r.deadline_in_ms ? 0
+                        : r.deadline_in_ms > PL__TIME_MAX_MS - tick
+                            ? PL__TIME_MAX_MS /* the latest a run has */
+                            : tick + r.deadline_in_ms;
         /* the run, and the cursor on its tick naming it, in one commit */
         if ((st = encode_at(&rec, name, &r, tick, id)))
             break;

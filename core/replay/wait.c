@@ -58,9 +58,6 @@
 #define ENGINE_ACTOR "engine"
 #define WAIT_IN_PLACE_DEFAULT_MS 1000
 #define NAP_MS 50 /* the longest nap of a wait in place */
-/* The latest wake time: the wait step records it as a JSON number, exact
- * up to 2^53 (the year 287396). */
-#define WAKE_MAX_MS (INT64_C(1) << 53)
 
 /* ---- reading and writing the steps -------------------------------------- */
 
@@ -440,7 +437,7 @@ int pl_ctx_sleep_until(pl_ctx *c, int64_t unix_ms)
         return c->run->stop;
     if (unix_ms < 0)
         return pl__err(PL_EINVAL, "pl_ctx_sleep_until: a negative time");
-    if (unix_ms > WAKE_MAX_MS)
+    if (unix_ms > PL__TIME_MAX_MS)
         return pl__err(PL_EINVAL,
                        "pl_ctx_sleep_until: %lld is past 2^53 ms, the latest "
                        "wake time",
@@ -453,7 +450,7 @@ int pl_ctx_sleep(pl_ctx *c, int64_t ms)
     int st = pl__ctx_check(c, "pl_ctx_sleep");
     if (st)
         return st;
-    if (ms < 0 || ms > WAKE_MAX_MS)
+    if (ms < 0 || ms > PL__TIME_MAX_MS)
         return pl__err(PL_EINVAL,
                        "pl_ctx_sleep: %lld ms is out of range (0 to 2^53)",
                        (long long)ms);
@@ -461,7 +458,7 @@ int pl_ctx_sleep(pl_ctx *c, int64_t ms)
     if ((st = pl_ctx_now(&now, c)))
         return st;
     /* the recorded now decides: a replay refuses it alike */
-    if (now > WAKE_MAX_MS - ms)
+    if (now > PL__TIME_MAX_MS - ms)
         return pl__err(PL_EINVAL,
                        "pl_ctx_sleep: %lld ms from now is past 2^53 ms, the "
                        "latest wake time",
@@ -626,7 +623,7 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
     if (!out || !pl__name_ok(name))
         return pl__err(PL_EINVAL, "pl_ctx_wait_event: out and a valid event "
                                   "name are required");
-    if (timeout_ms < PL_WAIT_FOREVER || timeout_ms > WAKE_MAX_MS)
+    if (timeout_ms < PL_WAIT_FOREVER || timeout_ms > PL__TIME_MAX_MS)
         return pl__err(PL_EINVAL,
                        "pl_ctx_wait_event: timeout %lld ms is out of range "
                        "(-1 to 2^53)",
@@ -638,7 +635,7 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
         if ((st = pl_ctx_now(&until, c)))
             return st;
         /* the recorded now decides: a replay refuses it alike */
-        if (until > WAKE_MAX_MS - timeout_ms)
+        if (until > PL__TIME_MAX_MS - timeout_ms)
             return pl__err(PL_EINVAL,
                            "pl_ctx_wait_event: a timeout of %lld ms from now "
                            "is past 2^53 ms, the latest wake time",

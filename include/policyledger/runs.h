@@ -101,10 +101,11 @@ typedef struct pl_run_options {
      * beginning "DeadlineExceeded", at its next call boundary or wait; a
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
      * deadline_in_ms relative to the call (a submitted run's time in the
-     * queue counts); the earlier of the two set
-     * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
-     * with it.  pl_run_continue() refuses a deadline (PL_EINVAL): a run
-     * keeps the one it started with.
+     * queue counts); the earlier of the two set counts; 0 = none; one
+     * past 2^53 ms (the year 287396), given or reached, is PL_EINVAL.
+     * Every invocation's pl_ctx_deadline() starts with it.
+     * pl_run_continue() refuses a deadline (PL_EINVAL): a run keeps the
+     * one it started with.
      */
     int64_t deadline_ms;
     int64_t deadline_in_ms;

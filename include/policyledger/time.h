@@ -379,17 +379,17 @@ void pl_worker_stop(pl_engine *engine);
  * concurrency key and its limit, and a deadline after the tick
  * (pl_schedule version 2): each run is submitted with them, as
  * pl_run_submit() with pl_run_options.priority, .concurrency_key,
- * .concurrency_limit and .deadline_ms = tick + deadline_in_ms would submit
- * it, whatever rule started it (a missed tick run late by a catch-up
- * included: its deadline still counts from its tick).  So a nightly export
- * under the key of the on-demand exports shares their limit with them (at
- * most limit runs of the key execute at once, the schedule's and the
- * submitted alike), and a schedule of low priority yields to interactive
- * work queued near its tick (see pl_worker_run(), the queue's order).  A
- * run waiting in the queue for its key's place is live: with
- * PL_OVERLAP_SKIP the next tick is skipped while it waits.  A run past its
- * deadline fails with PL_EDEADLINE at its next call boundary or wait, as a
- * submitted run does.
+ * .concurrency_limit and .deadline_ms = tick + deadline_in_ms (at most
+ * 2^53 ms) would submit it, whatever rule started it (a missed tick run
+ * late by a catch-up included: its deadline still counts from its tick).
+ * So a nightly export under the key of the on-demand exports shares
+ * their limit with them (at most limit runs of the key execute at once,
+ * the schedule's and the submitted alike), and a schedule of low
+ * priority yields to interactive work queued near its tick (see
+ * pl_worker_run(), the queue's order).  A run waiting in the queue for
+ * its key's place is live: with PL_OVERLAP_SKIP the next tick is skipped
+ * while it waits.  A run past its deadline fails with PL_EDEADLINE at its
+ * next call boundary or wait, as a submitted run does.
  *
  * A process fires only the schedules whose root policy it has registered
  * (the run records the policy's code identity); the others wait for a
