@@ -124,6 +124,12 @@ static int check_def(const pl_schedule *s, pl__cron *c)
     if (s->start_ms < 0)
         return pl__err(PL_EINVAL, "schedule '%s': start_ms is negative",
                        s->name);
+    /* no tick is found past it: such a schedule would never fire */
+    if (s->start_ms >= PL__CRON_TIME_MAX)
+        return pl__err(PL_EINVAL,
+                       "schedule '%s': start_ms %lld is past the year 9000, "
+                       "the last a schedule ticks in",
+                       s->name, (long long)s->start_ms);
     return run_options_ok(s);
 }
 

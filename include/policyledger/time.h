@@ -427,7 +427,8 @@ typedef struct pl_schedule {
     pl_schedule_catch_up catch_up;
     unsigned catch_up_max; /**< PL_CATCH_UP_ALL: 1..1000 */
     /** The ticks after this Unix time (ms) are due; 0 = from now.  A time
-     *  in the past makes the ticks since then missed ones (catch-up). */
+     *  in the past makes the ticks since then missed ones (catch-up); one
+     *  from the year 9000 on, when no tick comes, is refused. */
     int64_t start_ms;
     /*
      * Since version 2: what each tick's run is submitted with, as
