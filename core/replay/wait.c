@@ -349,25 +349,20 @@ static int park(pl_ctx *c, uint32_t seq, int64_t until_ms, const char *event)
     return pl__err(PL_ESUSPENDED, "run %s waits at %s:%u", r->id, c->path, seq);
 }
 
-/* Wait on this thread until @p until_ms, the wait step durable first; a
- * worker's stop ends the wait early (the caller then parks the run).  A
- * cancellation is seen when the wait ends. */
+/* Wait on this thread for @p until_ms, a nap of NAP_MS at most, the wait
+ * step durable first: the caller looks again after each (a cancellation,
+ * the time, a worker's stop, which parks the run instead). */
 static int wait_in_place(pl__run *r, int64_t until_ms)
 {
     int st = pl__run_commit(r);
     if (st)
         return st;
-    for (;;) {
-        int64_t left = until_ms - pl__now_us() / 1000;
-        if (left <= 0)
-            return PL_OK;
-        if (r->worker && atomic_load(&r->e->worker_stop))
-            return PL_OK; /* the caller parks it instead */
-        int64_t nap = left < NAP_MS ? left : NAP_MS;
-        struct timespec ts = {0, (long)nap * 1000000L};
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-            ;
-    }
+    int64_t left = until_ms - pl__now_us() / 1000;
+    int64_t nap = left < NAP_MS ? left : NAP_MS;
+    struct timespec ts = {0, (long)nap * 1000000L};
+    while (nap > 0 && nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+    return PL_OK;
 }
 
 /* ---- sleeping ----------------------------------------------------------------- */
@@ -412,8 +407,19 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
         return pl__run_fail(r, PL_ECHECK,
                             "check: run %s waits at %s:%u until %lld", r->id,
                             c->path, seq, (long long)until_ms);
-    for (;;) {
-        if ((st = boundary_at_end(c, NULL)))
+    for (bool napped = false;; napped = true) {
+        /* a cancellation delivered while the sleep waits in place ends it,
+         * as it ends a parked one: after a nap the inbox is read, not
+         * taken as the last commit found it */
+        inbox ib = {0};
+        if (napped && (st = inbox_load_run(r, &ib))) {
+            inbox_free(&ib);
+            return pl__run_fail(r, st, "run %s: reading its inbox: %s", r->id,
+                                pl_errmsg());
+        }
+        st = boundary_at_end(c, napped ? &ib : NULL);
+        inbox_free(&ib);
+        if (st)
             return ride_keyed(r, st);
         int64_t now = pl__now_us() / 1000;
         if (now >= until_ms)
@@ -423,8 +429,6 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
             return park(c, seq, until_ms, NULL);
         if ((st = wait_in_place(r, until_ms)))
             return st;
-        if (pl__now_us() / 1000 < until_ms)
-            return park(c, seq, until_ms, NULL); /* a stop came */
     }
 }
 

@@ -134,8 +134,10 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
 /**
  * Cancel run @p run_id, from any process; the request is durable when
  * this returns.  A running run sees it at its next call boundary (see
- * Time and events; on PostgreSQL, one that arrives after a call's result
- * was committed is seen at the boundary after the next commit); a
+ * Time and events; on either store, one that arrives after a call's
+ * result was committed is seen at the boundary after the next commit),
+ * or in the wait on its thread (a short sleep or wait for an event
+ * waiting in place) it is in, which returns PL_ECANCELLED; a
  * waiting run is continued at once, here when its
  * root policy is registered in @p engine (else by the worker or
  * pl_engine_wake() of a process that has it, which its timer wakes), and
