@@ -27,6 +27,8 @@
  *     wait.c         sleeps, waits for events, cancellation, deadlines,
  *                    a cancelled or parked run's end
  *                    (wait.h)
+ *     deliver.c      pl_run_signal, pl_run_cancel: an event or a
+ *                    cancellation put in a run's inbox
  *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
