@@ -638,15 +638,3 @@ int pl_ctx_wait_event(cJSON **out, pl_ctx *c, const char *name,
     }
     return wait_event(c, name, until, out);
 }
-
-/* ---- waiting in place ------------------------------------------------------------ */
-
-int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
-{
-    if (!e || ms < -1)
-        return pl__err(PL_EINVAL, "pl_engine_set_wait_in_place: an engine "
-                                  "and ms >= 0 (-1: the default) are "
-                                  "required");
-    atomic_store(&e->wait_in_place_ms, (long long)ms);
-    return PL_OK;
-}

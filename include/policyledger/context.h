@@ -468,8 +468,9 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
  * `ledger-dump --run ID --chain` lists the chain.  A replay of the run
  * (pl_run_continue(), which replays a continued run as it does a completed
  * one) gives the same outcome and writes nothing.  Events sent to the run
- * (pl_run_signal()) once it has continued reach its successor; those it
- * had received and not consumed stay with it.
+ * (pl_run_signal()) once it has continued reach its successor, also once
+ * the run is deleted, while its tombstone lasts; those it had received and
+ * not consumed stay with it.
  *
  * Each link is a run of its own: replaying or recovering the newest link
  * costs what its own ledger costs, however long the chain behind it.
