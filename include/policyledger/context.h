@@ -520,7 +520,9 @@ bool pl_ctx_replaying(const pl_ctx *ctx);
  *
  * C cannot stop a running function, so a deadline is cooperative: the
  * callee reads it and gives up in time; the library's own waits (the
- * retry decorator's backoff) never wait past it; and the timeout decorator
+ * retry decorator's backoff) never wait past it, and its blocking calls
+ * (http_get, run_command, an LLM policy's model call, an MCP tool's call)
+ * are cut at it with a "Timeout" error result; and the timeout decorator
  * replaces the result of a callee that returned past it with a recorded
  * "Timeout" error.  Nothing is interrupted.
  */
