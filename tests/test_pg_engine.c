@@ -768,7 +768,7 @@ Test(pg, read_only_and_statistics)
 /* The guide: postgres:// is postgresql://; without schema= the store is
  * the schema "policyledger", made of the tables meta, runs, state, steps
  * and leases and the sequence run_num; a schema name is
- * [a-z_][a-z0-9_]*. */
+ * [a-z_][a-z0-9_]*, not beginning with pg_. */
 Test(pg, the_default_schema_the_short_scheme_and_schema_names)
 {
     pl_registry *reg = registry();
@@ -800,12 +800,17 @@ Test(pg, the_default_schema_the_short_scheme_and_schema_names)
     free(shorter);
     free(uri);
 
-    static const char *const bad[] = {"9lives", "a-b", "a.b", "ab c", "Abc"};
+    /* pg_ begins the names PostgreSQL keeps for itself (pg_temp is a
+     * session's own temporary schema): refused before any connection, as a
+     * bad argument, not as a store that failed */
+    static const char *const bad[] = {"9lives", "a-b",     "a.b",
+                                      "ab c",   "Abc",     "pg_temp",
+                                      "pg_x",   "pg_catalog"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uri = t_pg_store_uri(bad[i]);
         e = NULL;
-        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL, "%s",
-                     bad[i]);
+        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL, "%s: %s",
+                     bad[i], pl_errmsg());
         cr_expect_null(e);
         free(uri);
     }

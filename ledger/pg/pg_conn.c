@@ -5,7 +5,8 @@
  *
  * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
  * (or postgres://), as libpq reads it, plus one parameter of our own:
- * `schema=NAME` ([a-z_][a-z0-9_]*, at most 63 bytes; default `policyledger`),
+ * `schema=NAME` ([a-z_][a-z0-9_]*, at most 63 bytes, not beginning with
+ * pg_, which PostgreSQL keeps for its own schemas; default `policyledger`),
  * which is taken out before libpq sees the URI.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
@@ -484,9 +485,12 @@ int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* A schema name of our grammar that PostgreSQL would not refuse: pg_ begins
+ * its own (pg_catalog, pg_toast, a session's pg_temp), and no other may. */
 static bool schema_ok(const char *p, size_t n)
 {
-    if (n == 0 || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9'))
+    if (n == 0 || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9') ||
+        (n >= 3 && !memcmp(p, "pg_", 3)))
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
@@ -565,7 +569,7 @@ static int parse_uri(pl__pg_store *s, const char *uri)
             if (!schema_ok(schema, schema_len))
                 st = pl__err(PL_EINVAL,
                              "store '%s': schema must be 1 to %d of a-z, 0-9 "
-                             "and _, not starting with a digit",
+                             "and _, not starting with a digit or pg_",
                              s->path, SCHEMA_MAX);
         } else if (len) {
             if (!(st = pl__buf_append(&ci, &sep, 1)))
