@@ -193,7 +193,8 @@ typedef struct pl_engine_options {
      * and process start time), which names the holder of every run lease
      * it takes: NULL = the PL_WORKER_HOST environment variable, else the
      * host name.  Engines on different machines sharing a PostgreSQL store
-     * need distinct host ids; at most 255 bytes.
+     * need distinct host ids; 1 to 255 bytes of UTF-8 with no control
+     * characters (else PL_EINVAL).
      */
     const char *host_id;
     /**
