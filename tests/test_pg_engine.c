@@ -672,8 +672,8 @@ Test(pg, durability_modes_commit)
         snprintf(id, sizeof id, "m-%d", i);
         pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", id));
         pl_engine_close(e);
-        cr_expect_gt(t_pg_number("SELECT count(*) FROM public.t_modes_seen"),
-                     0, "mode %d inserted no steps", i);
+        cr_expect_gt(t_pg_number("SELECT count(*) FROM public.t_modes_seen"), 0,
+                     "mode %d inserted no steps", i);
         char sql[128];
         snprintf(sql, sizeof sql,
                  "SELECT count(*) FROM public.t_modes_seen WHERE v <> '%s'",
@@ -803,9 +803,8 @@ Test(pg, the_default_schema_the_short_scheme_and_schema_names)
     /* pg_ begins the names PostgreSQL keeps for itself (pg_temp is a
      * session's own temporary schema): refused before any connection, as a
      * bad argument, not as a store that failed */
-    static const char *const bad[] = {"9lives", "a-b",     "a.b",
-                                      "ab c",   "Abc",     "pg_temp",
-                                      "pg_x",   "pg_catalog"};
+    static const char *const bad[] = {
+        "9lives", "a-b", "a.b", "ab c", "Abc", "pg_temp", "pg_x", "pg_catalog"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uri = t_pg_store_uri(bad[i]);
         e = NULL;

@@ -167,8 +167,8 @@ static int tsteps(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     (void)a;
     (void)user;
     for (int i = 0; i < N_CALLS; i++) {
-        pl_action call = {PL_ACTION_VERSION, "tstep", pl_json_empty(), NULL,
-                          0, NULL};
+        pl_action call = {
+            PL_ACTION_VERSION, "tstep", pl_json_empty(), NULL, 0, NULL};
         int st = pl_ctx_call(NULL, ctx, &call, NULL, 0);
         if (st)
             return st;
@@ -188,14 +188,13 @@ typedef struct caller {
 static void *start_one(void *arg)
 {
     caller *c = arg;
-    pl_action a = {PL_ACTION_VERSION, "tsteps", pl_json_empty(), NULL, 0,
-                   NULL};
+    pl_action a = {PL_ACTION_VERSION, "tsteps", pl_json_empty(), NULL, 0, NULL};
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = c->id;
     pl_outcome *o = NULL;
     c->st = pl_run_start(&o, c->e, &a, &ro);
-    snprintf(c->msg, sizeof c->msg, "%s", o ? o->reason ? o->reason : ""
-                                            : pl_errmsg());
+    snprintf(c->msg, sizeof c->msg, "%s",
+             o ? o->reason ? o->reason : "" : pl_errmsg());
     if (o) {
         c->run_status = o->status;
         c->run_error = o->error;
@@ -231,8 +230,8 @@ Test(pg_restart, runs_on_threads_each_get_an_error_or_their_result)
     pl_registry *reg = t_registry();
     cr_assert_eq(pl_registry_add_fn(reg, "tstep", tstep, NULL), PL_OK, "%s",
                  pl_errmsg());
-    cr_assert_eq(pl_registry_add_fn(reg, "tsteps", tsteps, NULL), PL_OK,
-                 "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_add_fn(reg, "tsteps", tsteps, NULL), PL_OK, "%s",
+                 pl_errmsg());
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_GROUP);
 
     caller c[N_THREADS];
@@ -257,9 +256,8 @@ Test(pg_restart, runs_on_threads_each_get_an_error_or_their_result)
         if (c[i].st == PL_OK)
             cr_expect(c[i].run_status == PL_RUN_FAILED &&
                           c[i].run_error == PL_ESTORE,
-                      "%s: status %d, error %s: %s", c[i].id,
-                      c[i].run_status, pl_status_name(c[i].run_error),
-                      c[i].msg);
+                      "%s: status %d, error %s: %s", c[i].id, c[i].run_status,
+                      pl_status_name(c[i].run_error), c[i].msg);
         else
             cr_expect_eq(c[i].st, PL_ESTORE, "%s: %s: %s", c[i].id,
                          pl_status_name(c[i].st), c[i].msg);
@@ -274,8 +272,7 @@ Test(pg_restart, runs_on_threads_each_get_an_error_or_their_result)
         int st = pl_run_continue(&o, e, c[i].id, NULL);
         cr_assert_eq(st, PL_OK, "%s: %s: %s", c[i].id, pl_status_name(st),
                      pl_errmsg());
-        cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s: %s", c[i].id,
-                     o->reason);
+        cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s: %s", c[i].id, o->reason);
         pl_outcome_free(o);
         cr_expect_eq(pl_run_verify(e, c[i].id), PL_OK, "%s", pl_errmsg());
         int again = 0;
