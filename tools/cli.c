@@ -425,7 +425,7 @@ bool cli_run_id_ok(const char *id)
         return false;
     for (const char *p = id; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              (*p >= '0' && *p <= '9') || strchr("._:@-", *p)))
+              (*p >= '0' && *p <= '9') || strchr("._:@~-", *p)))
             return false;
     return true;
 }

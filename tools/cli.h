@@ -106,7 +106,7 @@ const char *cli_quote(char *out, size_t n, const char *s);
  */
 const char *cli_store_shown(const char *path);
 
-/* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@-]? */
+/* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]? */
 bool cli_run_id_ok(const char *id);
 
 /* A copy of @p s, caller frees with free(); NULL on OOM. */

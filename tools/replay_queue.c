@@ -169,7 +169,7 @@ int prepare_submit(tool *t)
     }
     if (t->opt.new_id && !cli_run_id_ok(t->opt.new_id)) {
         cli_error("bad --new-id %s: a run id is 1 to %d bytes of "
-                  "[A-Za-z0-9._:@-]",
+                  "[A-Za-z0-9._:@~-]",
                   cli_quote(q, sizeof q, t->opt.new_id), PL_MAX_RUN_ID);
         return EXIT_USAGE;
     }

@@ -456,7 +456,7 @@ static void route_get(web *w, web_req *r, web_reply *out)
             status = web_fail(&doc, 404, "not_found", "no such API path");
         else if (!cli_run_id_ok(id))
             status = web_fail(&doc, 400, "bad_run_id",
-                              "not a run id: 1..%d bytes of [A-Za-z0-9._:-]",
+                              "not a run id: 1..%d bytes of [A-Za-z0-9._:@~-]",
                               PL_MAX_RUN_ID);
         else if (!*what)
             status = api_run(w, id, &doc);
@@ -521,7 +521,7 @@ static void route_post(web *w, web_req *r, web_reply *out)
             status = web_fail(&doc, 404, "not_found", "no such API path");
         else if (!cli_run_id_ok(id))
             status = web_fail(&doc, 400, "bad_run_id",
-                              "not a run id: 1..%d bytes of [A-Za-z0-9._:-]",
+                              "not a run id: 1..%d bytes of [A-Za-z0-9._:@~-]",
                               PL_MAX_RUN_ID);
         else
             status = api_action(w, id, what, r, &doc);
