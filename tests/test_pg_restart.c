@@ -76,21 +76,35 @@ static int steps(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{s:i}", "n", 4);
 }
 
-Test(pg_restart, a_server_crash_mid_run_loses_nothing_durable)
+/* The server taken (take_the_server()), the effects file named, and an
+ * engine in @p mode on schema @p schema, its registry in *reg with the
+ * policies @p one (a call) and @p many (the root that makes them) under
+ * names[0] and names[1]. */
+static pl_engine *restart_engine(pl_registry **reg, const char *schema,
+                                 const char *const names[2], pl_policy_fn one,
+                                 pl_policy_fn many, pl_durability mode)
 {
     take_the_server();
     const char *base = getenv("PL_TEST_PG_URI");
     cr_assert(base && *base, "PL_TEST_PG_URI is not set: run this binary "
                              "through tests/pg_run.sh (ctest does)");
     char uri[1024];
-    snprintf(uri, sizeof uri, "%s&schema=t_restart", base);
+    snprintf(uri, sizeof uri, "%s&schema=%s", base, schema);
     snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
-    pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "step", step, NULL), PL_OK, "%s",
+    *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(*reg, names[0], one, NULL), PL_OK, "%s",
                  pl_errmsg());
-    cr_assert_eq(pl_registry_add_fn(reg, "steps", steps, NULL), PL_OK, "%s",
+    cr_assert_eq(pl_registry_add_fn(*reg, names[1], many, NULL), PL_OK, "%s",
                  pl_errmsg());
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    return t_engine(uri, *reg, mode);
+}
+
+Test(pg_restart, a_server_crash_mid_run_loses_nothing_durable)
+{
+    pl_registry *reg = NULL;
+    static const char *const names[2] = {"step", "steps"};
+    pl_engine *e = restart_engine(&reg, "t_restart", names, step, steps,
+                                  PL_DURABILITY_SYNC);
 
     g_restart = true;
     cJSON *p = t_json("{}");
@@ -203,36 +217,12 @@ static void *start_one(void *arg)
     return NULL;
 }
 
-/* How many times the effects file holds @p key. */
-static int times_made(const char *key)
-{
-    FILE *f = fopen(g_effects, "r");
-    cr_assert_not_null(f);
-    char line[128];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += !strcmp(line, key);
-    }
-    fclose(f);
-    return n;
-}
-
 Test(pg_restart, runs_on_threads_each_get_an_error_or_their_result)
 {
-    take_the_server();
-    const char *base = getenv("PL_TEST_PG_URI");
-    cr_assert(base && *base, "PL_TEST_PG_URI is not set: run this binary "
-                             "through tests/pg_run.sh (ctest does)");
-    char uri[1024];
-    snprintf(uri, sizeof uri, "%s&schema=t_threads", base);
-    snprintf(g_effects, sizeof g_effects, "%s/effects", t_tmpdir());
-    pl_registry *reg = t_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "tstep", tstep, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(pl_registry_add_fn(reg, "tsteps", tsteps, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_GROUP);
+    pl_registry *reg = NULL;
+    static const char *const names[2] = {"tstep", "tsteps"};
+    pl_engine *e = restart_engine(&reg, "t_threads", names, tstep, tsteps,
+                                  PL_DURABILITY_GROUP);
 
     caller c[N_THREADS];
     pthread_t th[N_THREADS];
@@ -279,7 +269,7 @@ Test(pg_restart, runs_on_threads_each_get_an_error_or_their_result)
         for (int k = 0; k < N_CALLS; k++) {
             char key[64];
             snprintf(key, sizeof key, "%s/0:%d", c[i].id, 2 * k);
-            int n = times_made(key);
+            int n = t_count_lines(g_effects, key);
             cr_expect(n == 1 || n == 2, "%s made %d times", key, n);
             again += n == 2;
         }
