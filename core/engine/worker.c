@@ -97,8 +97,14 @@ static void maybe_prune(worker *w)
     pl__errmsg_restore(msg);
 }
 
-/* A failure of the store itself, not of the request. */
-static bool store_fault(int st) { return st == PL_ESTORE || st == PL_EIO; }
+/* A failure of the store itself, not of the request: it stopped answering,
+ * or it refuses writes (full: PL_ENOSPC, PL_EMAPFULL; not writable:
+ * PL_EACCES) until its cause is gone. */
+static bool store_fault(int st)
+{
+    return st == PL_ESTORE || st == PL_EIO || st == PL_ENOSPC ||
+           st == PL_EMAPFULL || st == PL_EACCES;
+}
 
 static void store_event(pl_engine *e, pl_event_kind kind, int st,
                         const char *detail)

@@ -48,9 +48,11 @@ typedef enum pl_event_kind {
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
     PL_EVENT_STORE_LOST = 14,    /**< pl_worker_run(): the store stopped
-                                      answering; detail is the cause, status
-                                      the pl_status; no run_id.  Once per
-                                      outage */
+                                      answering, or refuses writes (full:
+                                      PL_ENOSPC, PL_EMAPFULL; not writable:
+                                      PL_EACCES); detail is the cause,
+                                      status the pl_status; no run_id.
+                                      Once per outage */
     PL_EVENT_STORE_BACK = 15,    /**< pl_worker_run(): the store answers
                                       again (detail says after how long);
                                       the runs the outage cut off are taken
