@@ -260,7 +260,10 @@ static pl_run_status stored_status(pl_engine *e, const char *id)
  * once, PL_EVENT_STORE_LOST with PL_ENOSPC and a cause that names it, and
  * once more when the store has room again; then it finishes the run the
  * failure cut off, at once (not when its lease runs out), each call made
- * once but the one in flight.
+ * once but the one in flight.  The store stays full for 300 ms: the worker
+ * tries again less often each time (10, 20, 40 ms... with polls of 10 ms),
+ * each try making the call in flight again before its commit fails, and
+ * says nothing more until a run goes through.
  */
 Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
 {
@@ -298,6 +301,8 @@ Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
         struct timespec nap = {0, 5 * 1000000L};
         for (int i = 0; i < 12000 && !events_seen(false); i++)
             nanosleep(&nap, NULL);
+        struct timespec full = {0, 300 * 1000000L}; /* the store stays full */
+        nanosleep(&full, NULL);
         if (setrlimit(RLIMIT_FSIZE, &old))
             _exit(6);
         for (int i = 0;
@@ -333,14 +338,16 @@ Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_run_verify(e, "big"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
-    int counts[N_CALLS], twice = 0;
+    int counts[N_CALLS], again = 0;
     count_effects(counts);
     for (int i = 0; i < N_CALLS; i++) {
-        cr_assert(counts[i] == 1 || counts[i] == 2, "call %d ran %d times", i,
+        /* the call in flight: once, once more at each try (about six in
+         * 300 ms), and once the store took it */
+        cr_assert(counts[i] >= 1 && counts[i] <= 10, "call %d ran %d times", i,
                   counts[i]);
-        twice += counts[i] == 2;
+        again += counts[i] > 1;
     }
-    cr_assert_leq(twice, 1, "only the call in flight may run again");
+    cr_assert_leq(again, 1, "only the call in flight may run again");
     pl_registry_free(reg);
 }
 

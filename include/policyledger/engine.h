@@ -52,7 +52,11 @@ typedef enum pl_event_kind {
                                       PL_ENOSPC, PL_EMAPFULL; not writable:
                                       PL_EACCES); detail is the cause,
                                       status the pl_status; no run_id.
-                                      Once per outage */
+                                      Once per outage.  Refused writes are
+                                      tried again by one thread, poll_ms
+                                      later, then twice as long each time
+                                      up to 5 s; each try makes the cut-off
+                                      run's call in flight again */
     PL_EVENT_STORE_BACK = 15,    /**< pl_worker_run(): the store answers
                                       again (detail says after how long);
                                       the runs the outage cut off are taken
