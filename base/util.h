@@ -229,7 +229,7 @@ PL__HIDDEN char *pl__asprintf(const char *fmt, ...) PL__PRINTF(1, 2);
 PL__HIDDEN bool pl__text_ok(const char *s, size_t max);
 /* A valid policy/actor name: pl__text_ok() within PL_MAX_NAME. */
 PL__HIDDEN bool pl__name_ok(const char *s);
-/* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@-]. */
+/* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]. */
 PL__HIDDEN bool pl__run_id_ok(const char *s);
 
 /* ---- time ---------------------------------------------------------------- */

@@ -72,7 +72,10 @@
  *     first, else Retry-After (seconds, or an HTTP date in any of
  *     RFC 9110's three forms; a date past means at once; one that is
  *     neither is ignored), never past total_timeout_ms: a wait that would
- *     end past it ends the call with the last error instead.
+ *     end past it ends the call with the last error instead.  The call's
+ *     deadline (pl_ctx_deadline(), a timeout decorator's), when it comes
+ *     first, bounds the call as total_timeout_ms does (an attempt is cut
+ *     at it: Timeout); past it already, the model is not asked (Timeout).
  *   - No API key for a provider's own server fails the run (PL_EINVAL, with
  *     the variable's name): nothing is recorded, so set the key and continue
  *     the run.
@@ -117,9 +120,13 @@
  *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
  *                                  hold ':', e.g. qwen3:8b).
  *   scripted://PATH                a deterministic offline model playing
- *                                  back the JSON script at PATH (below).
+ *                                  back the JSON script at PATH (below), a
+ *                                  regular file: another (a device, a
+ *                                  FIFO) fails the call as a missing one
+ *                                  does (PL_EIO).
  * Anything else (an unknown scheme, an empty model or path, a base URL
- * without a host) is PL_EINVAL at registration, with a message.
+ * without a host, a port that is not 1 to 65535) is PL_EINVAL at
+ * registration, with a message.
  *
  * API keys are read from the environment when a request is made; they are
  * never written to a ledger, an event, or an error message.

@@ -170,6 +170,17 @@ static int agent(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                                                     : "");
     if (st)
         return st;
+    /* "deadline_in_ms": the model calls' deadline, from the recorded
+     * clock */
+    const cJSON *din = cJSON_GetObjectItemCaseSensitive(a->payload,
+                                                        "deadline_in_ms");
+    int64_t now;
+    if (cJSON_IsNumber(din) &&
+        ((st = pl_ctx_now(&now, ctx)) ||
+         (st = pl_ctx_set_deadline(ctx, now + (int64_t)din->valuedouble)))) {
+        cJSON_Delete(p);
+        return st;
+    }
     /* "max_tokens": n puts budget(max_tokens = n) inside the loop */
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(a->payload,
                                                        "max_tokens");

@@ -321,29 +321,45 @@ static int pinger(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_result(out, pl_json_empty());
 }
 
-Test(chain, events_sent_to_a_continued_run_reach_its_successor)
+/* Run @p id of pinger, waiting, is signalled: it continues as new, and
+ * its successor @p next is run to its wait. */
+static void ping_on(pl_engine *e, const char *id, const char *next)
 {
-    pl_registry *reg = registry();
+    cJSON *ev = t_json("{}");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, id, "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && o->status == PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_continue(&o, e, next, NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    cJSON_Delete(ev);
+}
+
+/* An engine on a new store whose registry has "pinger", waits parking. */
+static pl_engine *pinger_engine(pl_registry **reg)
+{
+    *reg = registry();
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = "pinger";
     d.fn = pinger;
-    cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_registry_add(*reg, &d), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), *reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    return e;
+}
+
+Test(chain, events_sent_to_a_continued_run_reach_its_successor)
+{
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
     pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pi");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
     /* to "pi": it continues as "pi~1", which waits */
+    ping_on(e, "pi", "pi~1");
     cJSON *ev = t_json("{}");
-    cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_not_null(o);
-    cr_assert_eq(o->status, PL_RUN_CONTINUED);
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_continue(&o, e, "pi~1", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
     /* still to "pi": it reaches "pi~1", which completes */
     cr_assert_eq(pl_run_signal(&o, e, "pi", "ping", ev), PL_OK, "%s",
                  pl_errmsg());
@@ -357,16 +373,94 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
     /* a cancellation goes the same way (time.h): to the waiting link */
     o = t_start(e, "pinger", "{\"left\": 1}", "pc");
     pl_outcome_free(o);
-    cr_assert_eq(pl_run_signal(&o, e, "pc", "ping", ev), PL_OK, "%s",
-                 pl_errmsg());
-    pl_outcome_free(o);
-    cr_assert_eq(pl_run_continue(&o, e, "pc~1", NULL), PL_OK, "%s",
-                 pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_WAITING);
-    pl_outcome_free(o);
+    ping_on(e, "pc", "pc~1");
     cr_assert_eq(pl_run_cancel(e, "pc", "stop"), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(status_of(e, "pc"), PL_RUN_CONTINUED);
     cr_expect_eq(status_of(e, "pc~1"), PL_RUN_CANCELLED);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* Continued links are final, and pruned as such (guide: Long-lived runs):
+ * an event or a cancellation sent to the chain by the id its senders know
+ * still reaches the link that goes on past deleted ones while their
+ * tombstones last; a link deleted that had ended otherwise, or whose
+ * tombstone is gone, is not found. */
+Test(chain, events_reach_the_successor_past_deleted_links)
+{
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 3}", "pd");
+    pl_outcome_free(o);
+    ping_on(e, "pd", "pd~1");
+    ping_on(e, "pd~1", "pd~2");
+    cr_assert_eq(pl_run_delete(e, "pd"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_delete(e, "pd~1"), PL_OK, "%s", pl_errmsg());
+    /* to "pd", deleted, and "pd~1", deleted: both reach "pd~2" */
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, "pd~1", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_run_signal(&o, e, "pd", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && !strcmp(o->run_id, "pd~2") && o->status == PL_RUN_CONTINUED);
+    pl_outcome_free(o);
+    cr_assert_eq(status_of(e, "pd~3"), PL_RUN_SUBMITTED);
+    cr_assert_eq(pl_run_cancel(e, "pd", "stop"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(status_of(e, "pd~3"), PL_RUN_CANCELLED,
+                 "the cancel reached it");
+    /* its outcome asked again: continued, naming its successor (runs.h) */
+    cJSON *p = t_json("{\"left\": 3}");
+    pl_action a = {PL_ACTION_VERSION, "pinger", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "pd~1";
+    ro.if_exists = PL_IF_EXISTS_OUTCOME;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_CONTINUED);
+    cr_assert(o->successor && !strcmp(o->successor, "pd~2"), "%s",
+              o->successor ? o->successor : "no successor");
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+    /* a deleted run that did not continue: not found, as before */
+    o = t_start(e, "looper", "{\"left\": 0}", "done");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "done"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_signal(NULL, e, "done", "ping", ev), PL_ENOTFOUND);
+    cr_assert(strstr(pl_errmsg(), "done"), "%s", pl_errmsg());
+    cr_assert_eq(pl_run_signal(NULL, e, "done~1", "ping", ev), PL_ENOTFOUND);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A continued link imported under another id is a copy: its record still
+ * names the original's successor, but events and cancellations sent to
+ * the copy are refused, never passed on into the original chain. */
+Test(chain, a_copy_imported_under_another_id_passes_nothing_on)
+{
+    pl_registry *reg = NULL;
+    pl_engine *e = pinger_engine(&reg);
+    pl_outcome *o = t_start(e, "pinger", "{\"left\": 1}", "pk");
+    pl_outcome_free(o);
+    ping_on(e, "pk", "pk~1");
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    cr_assert_eq(pl_run_export(e, "pk", f), PL_OK, "%s", pl_errmsg());
+    rewind(f);
+    char *id = NULL;
+    cr_assert_eq(pl_run_import(&id, e, f, "pk-copy"), PL_OK, "%s", pl_errmsg());
+    free(id);
+    fclose(f);
+    cJSON *ev = t_json("{}");
+    cr_assert_eq(pl_run_signal(NULL, e, "pk-copy", "ping", ev), PL_ESTATE);
+    cr_assert(strstr(pl_errmsg(), "pk-copy"), "%s", pl_errmsg());
+    cr_assert_eq(pl_run_cancel(e, "pk-copy", "no"), PL_ESTATE);
+    cr_assert_eq(status_of(e, "pk~1"), PL_RUN_WAITING, "the chain was reached");
+    /* the original still passes them on */
+    cr_assert_eq(pl_run_signal(&o, e, "pk", "ping", ev), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert(o && !strcmp(o->run_id, "pk~1") && o->status == PL_RUN_COMPLETED);
+    pl_outcome_free(o);
     cJSON_Delete(ev);
     pl_engine_close(e);
     pl_registry_free(reg);

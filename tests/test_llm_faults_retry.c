@@ -69,6 +69,38 @@ PROTO_TEST(a_hanging_response_times_out)
     fixture_free(&f);
 }
 
+/* The call's deadline (a timeout decorator's, pl_ctx_deadline()), when it
+ * comes first, bounds a model call as total_timeout_ms does: the hanging
+ * request is cut at it and not tried again; one already past asks
+ * nothing.  The same for every protocol: once is enough. */
+Test(llm_faults, the_calls_deadline_bounds_a_model_call)
+{
+    serve(&g_protos[0], list(2, "{\"hang\": 5}", "{\"hang\": 5}"));
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.timeout_ms = 30000;
+    o.max_attempts = 2;
+    fixture f = {0};
+    f.reg = registry_for(g_p, &o);
+    f.e = t_engine(t_store_path(), f.reg, PL_DURABILITY_PROCESS);
+    static const struct {
+        int in_ms;
+        const char *run, *says;
+    } cases[] = {{300, "dl", "the call's deadline"},
+                 {-1000, "past", "the model was not asked"}};
+    for (int i = 0; i < 2; i++) {
+        char payload[128];
+        snprintf(payload, sizeof payload,
+                 "{\"text\": \"hi\", \"actions\": [], \"deadline_in_ms\": %d}",
+                 cases[i].in_ms);
+        pl_outcome_free(f.out);
+        f.out = t_start(f.e, "agent", payload, cases[i].run);
+        expect_error(&f, PL_ERR_TIMEOUT, cases[i].says);
+        cr_expect_eq(t_server_requests(&g_srv), 1, "%s: %d requests",
+                     cases[i].run, t_server_requests(&g_srv));
+    }
+    fixture_free(&f);
+}
+
 /* Retry-After as an HTTP date (IMF-fixdate) an hour ahead, past the total
  * time the policy may spend: the transport takes the server's word and
  * gives up after the one request (ignoring the date, its own backoff would

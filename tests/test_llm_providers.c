@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const cJSON *at(const cJSON *o, const char *key)
 {
@@ -197,6 +198,30 @@ Test(llm_providers, anthropic_and_ollama_urls)
         cr_expect(strstr(pl_errmsg(), bad[i][0] == 'a' ? "anthropic://MODEL"
                                                        : "ollama://HOST:PORT"),
                   "%s: %s", bad[i], pl_errmsg());
+    }
+    /* a port that is no port is malformed at registration, not a request
+     * that fails (and is retried) at every model call */
+    const char *bad_port[] = {
+        "ollama://host:99999/m",   "ollama://host:abc/m",
+        "ollama://host:0/m",       "ollama://host:/m",
+        "ollama://[::1]:x/m",      "openai+http://127.0.0.1:65536/v1#m",
+        "openai+https://h:8x/v1#m"};
+    for (size_t i = 0; i < sizeof bad_port / sizeof bad_port[0]; i++) {
+        cr_expect_eq(pl_llm_register(reg, "m", bad_port[i], NULL, NULL),
+                     PL_EINVAL, "%s", bad_port[i]);
+        cr_expect(strstr(pl_errmsg(), "port"), "%s: %s", bad_port[i],
+                  pl_errmsg());
+    }
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = "http://127.0.0.1:123456/v1";
+    cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o), PL_EINVAL);
+    const char *good[] = {"ollama://[::1]:11434/m", "ollama://h/m",
+                          "openai+http://u:p@h:8080/v1#m"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g%zu", i);
+        cr_expect_eq(pl_llm_register(reg, name, good[i], NULL, NULL), PL_OK,
+                     "%s: %s", good[i], pl_errmsg());
     }
     cr_expect_eq(pl_llm_register(reg, "a", "anthropic://claude-x", NULL, NULL),
                  PL_OK, "%s", pl_errmsg());
@@ -432,3 +457,35 @@ Test(llm_providers, deep_tool_arguments_anthropic)
 }
 
 Test(llm_providers, deep_tool_arguments_ollama) { deep_arguments("ollama"); }
+
+/* A scripted model's script is a file: a device that never ends or a FIFO
+ * no one writes is refused at the model call, as a missing script is
+ * (PL_EIO), not read for ever. */
+Test(llm_providers, a_script_that_is_no_file_fails_the_run_clearly)
+{
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/script.fifo", t_tmpdir());
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *paths[] = {"/dev/zero", fifo};
+    for (size_t i = 0; i < 2; i++) {
+        char url[4300];
+        snprintf(url, sizeof url, "scripted://%s", paths[i]);
+        pl_registry *reg = t_llm_registry(url, NULL);
+        char store[4400];
+        t_store_in(store, sizeof store, t_on_pg() ? NULL : t_tmpdir(),
+                   i ? "fifo.db" : "zero.db");
+        pl_engine *e = t_engine(store, reg, PL_DURABILITY_PROCESS);
+        cJSON *p = t_json("{\"text\": \"hi\", \"actions\": []}");
+        pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+        pl_outcome *o = NULL;
+        /* as a script that cannot be opened: nothing recorded, the run
+         * goes on once the script is there */
+        cr_expect_eq(pl_run_start(&o, e, &a, NULL), PL_EIO, "%s", paths[i]);
+        cr_expect(strstr(pl_errmsg(), "not a regular file"), "%s: %s", paths[i],
+                  pl_errmsg());
+        pl_outcome_free(o);
+        cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+}

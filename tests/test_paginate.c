@@ -59,7 +59,7 @@ static int ran(int page)
  *         "item_bytes": B, "repeat": true, "bad_items_page": P}
  * Page N (1-based) has items "N.1" .. "N.K" (padded to B bytes), and
  * "next_token": "tN+1" (or with mode "number", "next_page": N+1) while
- * N < T.
+ * N < T.  With "nest": true the items are at /data/0/items.
  */
 static int pages(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -106,6 +106,12 @@ static int pages(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     }
     if (page == (int)num(p, "bad_items_page", 0))
         cJSON_ReplaceItemInObject(r, "items", cJSON_CreateString("oops"));
+    if (cJSON_IsTrue(member(p, "nest"))) { /* {"data": [{"items": [...]}]} */
+        cJSON *d = cJSON_AddArrayToObject(r, "data"), *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(d, o);
+        cJSON_AddItemToObject(o, "items",
+                              cJSON_DetachItemFromObject(r, "items"));
+    }
     cJSON_AddStringToObject(r, "query", "q");
     if (page < total) {
         char tok[32];
@@ -460,6 +466,14 @@ Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
     cr_expect_str_eq(str(pagination(o), "stopped"), "repeated_continuation");
     cr_expect_eq(num(pagination(o), "pages", 0), 2);
     pl_outcome_free(o);
+    /* a request (a model's arguments) with no room for the continuation
+     * ends the reading as a failed page does, not the run */
+    o = run(e, "r", "{\"total\": 3, \"mode\": \"number\", \"opts\": 5}");
+    cr_expect_str_eq(str(pagination(o), "stopped"), "error");
+    cr_expect_eq(num(pagination(o), "merged", 0), 1);
+    cr_expect_str_eq(str(member(pagination(o), "error"), "code"),
+                     PL_ERR_INVALID_INPUT, "%s", t_text(pl_outcome_result(o)));
+    pl_outcome_free(o);
     po.param = "/page";
     use(&po);
     o = run(e, "q", "{\"total\": 3, \"mode\": \"number\"}");
@@ -468,6 +482,28 @@ Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
                  t_text(pl_outcome_result(o)));
     cr_expect_eq(num(cJSON_GetArrayItem(results, 1), "next_page", 0), 3,
                  "pages are kept whole without an items pointer");
+    cr_expect(cJSON_IsTrue(member(pagination(o), "complete")));
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* RFC 6901: a pointer may go through an array's item; the merged items go
+ * where the first page had its own. */
+Test(paginate, items_inside_an_array, .fini = t_cleanup)
+{
+    setup(t_tmpdir());
+    static pl_paginate_options po;
+    po = token_opts();
+    po.items = "/data/0/items";
+    use(&po);
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg);
+    pl_outcome *o = run(e, "p", "{\"total\": 3, \"per\": 2, \"nest\": true}");
+    const cJSON *r = pl_outcome_result(o);
+    const cJSON *items = member(cJSON_GetArrayItem(member(r, "data"), 0),
+                                "items");
+    cr_expect_eq(cJSON_GetArraySize(items), 6, "%s", t_text(r));
     cr_expect(cJSON_IsTrue(member(pagination(o), "complete")));
     pl_outcome_free(o);
     pl_engine_close(e);

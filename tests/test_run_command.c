@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,17 @@ Test(run_command, refused_before_anything_runs, .fini = close_all)
                 PL_ERR_FORBIDDEN);
     expect_code("j", "{\"argv\": [\"echo\"], \"cwd\": \"out\"}",
                 PL_ERR_FORBIDDEN);
+    /* a FIFO as the directory: refused, not waited on */
+    char fifo[8400];
+    snprintf(fifo, sizeof fifo, "%s/pipe", F.dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_code("m", "{\"argv\": [\"echo\"], \"cwd\": \"pipe\"}",
+                PL_ERR_INVALID_INPUT);
+    /* the tool's schema says "minimum": 1: a timeout of 0 is not "none" */
+    expect_code("k", "{\"argv\": [\"echo\"], \"timeout_ms\": 0}",
+                PL_ERR_INVALID_INPUT);
+    expect_code("l", "{\"argv\": [\"echo\"], \"timeout_ms\": -5}",
+                PL_ERR_INVALID_INPUT);
 }
 
 Test(run_command, path_arguments_stay_under_the_root, .fini = close_all)
@@ -450,6 +462,21 @@ Test(run_command, the_least_timeout_applies, .fini = close_all)
     cr_expect(ms >= 0 && ms <= 100, "the command's timeout: %ld ms", ms);
 }
 
+/* The longest command_timeout_ms there is (a program that wants no real
+ * limit) is a timeout that never comes, not an overflow of the clock. */
+Test(run_command, the_longest_timeout_never_comes, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.command_timeout_ms = LONG_MAX;
+    open_with(&o);
+    pl_outcome *r = run("long", "{\"argv\": [\"sh\", \"-c\", \"echo ok\"]}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "stdout"), "ok\n", "%s", t_text(g));
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(g, "timed_out")));
+    cr_expect_eq(num(g, "exit_code"), 0);
+    pl_outcome_free(r);
+}
+
 Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)
 {
     pl_tools_options o = options();
@@ -461,8 +488,8 @@ Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)
     cr_expect_eq(num(g, "stdout_bytes"), 10485760);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "truncated")));
     cr_expect(str(g, "note") && strstr(str(g, "note"), "truncated"));
-    /* 4096 NULs kept, each U+FFFD */
-    cr_expect_eq(strlen(str(g, "stdout")), 3 * 4096);
+    /* NULs kept as U+FFFD, 3 bytes each: as many as fit in 4096 bytes */
+    cr_expect_eq(strlen(str(g, "stdout")), 3 * 1365);
     cr_expect_eq(num(g, "exit_code"), 0);
     pl_outcome_free(r);
     /* the peak memory does not follow the output: 200 MB read, a few MB
@@ -475,6 +502,32 @@ Test(run_command, ten_megabytes_of_output_in_bounded_memory, .fini = close_all)
     cr_expect_eq(num(got(r), "stdout_bytes"), 209715200);
     long grew_kb = after.ru_maxrss - before.ru_maxrss;
     cr_expect_lt(grew_kb, 50 * 1024, "the peak grew by %ld KiB", grew_kb);
+    pl_outcome_free(r);
+}
+
+/* Each stream keeps at most max_output_bytes of text, U+FFFD included, so
+ * two streams of bytes that are not UTF-8 fit one result of a max_payload
+ * of 4 times the cap (1 MiB here). */
+Test(run_command, each_stream_keeps_at_most_the_cap_as_text, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.max_output_bytes = 256 << 10;
+    open_with(&o);
+    pl_engine_close(F.engine);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.max_payload = 1 << 20;
+    cr_assert_eq(pl_engine_open(&F.engine, F.store, F.reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    pl_outcome *r = run("bin", "{\"argv\": [\"sh\", \"-c\", \"head -c 300000 "
+                               "/dev/zero; head -c 300000 /dev/zero >&2\"]}");
+    const cJSON *g = got(r);
+    cr_expect_eq(num(g, "stdout_bytes"), 300000);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "truncated")));
+    const char *out = str(g, "stdout"), *err = str(g, "stderr");
+    cr_assert(out && err);
+    cr_expect_eq(strlen(out), (size_t)(256 << 10) / 3 * 3);
+    cr_expect_eq(strlen(err), (size_t)(256 << 10) / 3 * 3);
     pl_outcome_free(r);
 }
 

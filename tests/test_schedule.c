@@ -212,7 +212,8 @@ static int hop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 }
 
 /* A run that continued as new is live for the overlap rule while its
- * successor is: the tick is skipped until the chain ends. */
+ * successor is, also once it is deleted: the tick is skipped until the
+ * chain ends. */
 Test(schedule, overlap_follows_a_chain)
 {
     pl_engine *e = s_engine(t_store_path());
@@ -235,10 +236,15 @@ Test(schedule, overlap_follows_a_chain)
     pl_run_info_free(ri);
     /* the successor is queued: the chain goes on, the tick is skipped */
     cr_expect_eq(fire(e, T0 + 2 * MIN_MS + 1000), 0, "the chain is live");
+    /* so too once the continued link is pruned (final, as guide.md's
+     * Long-lived runs says): its tombstone leads on to the successor */
+    cr_assert_eq(pl_run_delete(e, "hop@2026-01-01T00:01Z"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 0, "pruned, still live");
     cr_assert_eq(pl_run_continue(&o, e, succ, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
-    cr_expect_eq(fire(e, T0 + 3 * MIN_MS + 1000), 1, "the chain has ended");
+    cr_expect_eq(fire(e, T0 + 4 * MIN_MS + 1000), 1, "the chain has ended");
     s_close(e);
 }
 

@@ -34,6 +34,14 @@ static int use_tool(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                             "args", &args);
     if (st)
         return st;
+    /* "deadline_in_ms": the call's deadline, from the recorded clock */
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(action->payload,
+                                                       "deadline_in_ms");
+    int64_t now;
+    if (cJSON_IsNumber(in) &&
+        ((st = pl_ctx_now(&now, ctx)) ||
+         (st = pl_ctx_set_deadline(ctx, now + (int64_t)in->valuedouble))))
+        return st;
     cJSON *r = NULL;
     st = pl_ctx_invoke(&r, ctx, tool, args);
     if (st && st != PL_ERESULT)
@@ -48,6 +56,7 @@ typedef struct fixture {
     char dir[4096]; /* the sandbox directory */
     char outside[4096];
     int runs;
+    long deadline_in_ms; /* not 0: the tool's call has this deadline */
 } fixture;
 
 static fixture F;
@@ -105,6 +114,9 @@ static cJSON *run_tool_id(const char *tool, const char *args, char *run_id)
     cJSON *payload = cJSON_CreateObject();
     cJSON_AddStringToObject(payload, "tool", tool);
     cJSON_AddItemToObject(payload, "args", t_json(args));
+    if (F.deadline_in_ms)
+        cJSON_AddNumberToObject(payload, "deadline_in_ms",
+                                (double)F.deadline_in_ms);
     pl_action root = PL_ACTION_INIT;
     root.policy = "use_tool";
     root.payload = payload;
@@ -548,6 +560,17 @@ Test(tools, read_file_errors_as_data)
                  PL_ERR_INVALID_INPUT, "offset 2");
     expect_error(run_tool("read_file", "{\"path\":\"latin1\"}"),
                  PL_ERR_INVALID_INPUT, "0xe9");
+    /* a FIFO no one writes is refused, not waited on for ever */
+    snprintf(p, sizeof p, "%s/pipe", F.dir);
+    cr_assert(mkfifo(p, 0600) == 0);
+    expect_error(run_tool("read_file", "{\"path\":\"pipe\"}"),
+                 PL_ERR_INVALID_INPUT, "a special file");
+#if PL_WITH_CURL
+    char url[8500];
+    snprintf(url, sizeof url, "{\"url\":\"file://%s\"}", p);
+    expect_error(run_tool("http_get", url), PL_ERR_INVALID_INPUT,
+                 "a special file");
+#endif
     expect_error(run_tool("read_file", "{\"path\":\"\"}"), PL_ERR_INVALID_INPUT,
                  "empty path");
     expect_error(run_tool("read_file", "{\"path\":\"a\\nb\"}"),
@@ -650,6 +673,12 @@ Test(tools, http_get_timeout)
 {
     http_fixture();
     expect_error(get("/hang"), PL_ERR_TIMEOUT, "/hang");
+    /* the call's deadline (a timeout decorator's) when it comes first, and
+     * one already passed sends nothing */
+    F.deadline_in_ms = 100;
+    expect_error(get("/hang"), PL_ERR_TIMEOUT, "the call's deadline");
+    F.deadline_in_ms = -1000;
+    expect_error(get("/hang"), PL_ERR_TIMEOUT, "was not sent");
     http_done();
 }
 

@@ -257,7 +257,25 @@ Test(upgrade, refusals_leave_the_old_run_untouched)
     cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0.1:0", NULL), PL_EINVAL);
     cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:99", NULL), PL_ENOTFOUND);
     cr_expect_eq(pl_run_upgrade(&nid, e, "nope", "0:0", NULL), PL_ENOTFOUND);
+    /* a new id taken, by a run or by a deleted run's tombstone: refused
+     * before anything is written (the old run's lease not taken), the
+     * tombstone's refusal saying when the run was deleted */
+    o = t_start(e, "echo", "{}", "gone");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "gone"), PL_OK, "%s", pl_errmsg());
+    uint64_t mark, mark_after;
+    cr_assert_eq(pl_engine_change_mark(&mark, e), PL_OK);
     cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:0", "taken"), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "'taken' exists already"), "%s", pl_errmsg());
+    cr_expect_eq(pl_run_upgrade(&nid, e, "o4", "0:0", "gone"), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "'gone' was deleted on"), "%s", pl_errmsg());
+    cr_expect_eq(pl_run_fork(&nid, e, "o4", "0:0", "gone"), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "'gone' was deleted on"), "%s", pl_errmsg());
+    cr_assert_eq(pl_engine_change_mark(&mark_after, e), PL_OK);
+    /* PostgreSQL's mark is the server's WAL, which the file's other tests
+     * move: there test_deploy.py hashes the schema's rows instead */
+    cr_expect(t_on_pg() || mark_after == mark,
+              "a refused upgrade wrote to the store");
     /* a completed run is final */
     cr_expect_eq(pl_run_upgrade(&nid, e, "taken", "0:0", NULL), PL_ESTATE);
     cr_expect(strstr(pl_errmsg(), "is completed"), "%s", pl_errmsg());

@@ -430,6 +430,48 @@ bool cli_run_id_ok(const char *id)
     return true;
 }
 
+/*
+ * A link's successor by the engine's rule for the ids of a chain
+ * (docs/design.md, continue as new): "<id>~1" after "<id>", "<base>~<n+1>"
+ * after "<base>~<n>" (n from 1, no leading zero, under 10^12).  This is
+ * how the successor of a deleted link is found: a tombstone keeps its
+ * status, not its links.  false when the id would be too long.
+ */
+bool cli_chain_next_id(char *out, const char *id)
+{
+    const char *tilde = strrchr(id, '~');
+    size_t base = strlen(id);
+    unsigned long long n = 0;
+    if (tilde && tilde[1] >= '1' && tilde[1] <= '9') {
+        char *end;
+        unsigned long long v = strtoull(tilde + 1, &end, 10);
+        if (!*end && v < 1000000000000ull) {
+            base = (size_t)(tilde - id);
+            n = v;
+        }
+    }
+    int w = snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)base, id, n + 1);
+    return w > 0 && w <= PL_MAX_RUN_ID;
+}
+
+/* The one id whose successor @p id is by that rule ("" if none). */
+void cli_chain_prev_id(char *out, const char *id)
+{
+    const char *tilde = strrchr(id, '~');
+    char back[PL_MAX_RUN_ID + 1];
+    out[0] = '\0';
+    if (!tilde || tilde == id || tilde[1] < '1' || tilde[1] > '9')
+        return;
+    unsigned long long n = strtoull(tilde + 1, NULL, 10);
+    if (n == 1)
+        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s", (int)(tilde - id), id);
+    else
+        snprintf(out, PL_MAX_RUN_ID + 1, "%.*s~%llu", (int)(tilde - id), id,
+                 n - 1);
+    if (!cli_chain_next_id(back, out) || strcmp(back, id))
+        out[0] = '\0';
+}
+
 char *cli_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -109,6 +109,14 @@ const char *cli_store_shown(const char *path);
 /* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]? */
 bool cli_run_id_ok(const char *id);
 
+/* The id of a link's successor in a chain of runs continued as new, by
+ * the engine's rule ("<id>~1", then "<base>~<n+1>"): how the successor of
+ * a deleted link is found, a tombstone keeping no links.  @p out holds
+ * PL_MAX_RUN_ID + 1 bytes; false when the id would be too long. */
+bool cli_chain_next_id(char *out, const char *id);
+/* The one id whose successor @p id is by that rule, or "". */
+void cli_chain_prev_id(char *out, const char *id);
+
 /* A copy of @p s, caller frees with free(); NULL on OOM. */
 char *cli_strdup(const char *s);
 

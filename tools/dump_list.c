@@ -123,18 +123,69 @@ static void chain_json(cJSON *all, cJSON *j, bool *oom)
     }
 }
 
+/* A link: its record in *ri (1), or, deleted, its tombstone in *t (2);
+ * 0 when the store has neither. */
+static int chain_get(pl_engine *e, const char *id, pl_run_info **ri,
+                     pl_tombstone *t)
+{
+    *ri = NULL;
+    if (!pl_run_get(ri, e, id))
+        return 1;
+    *t = (pl_tombstone)PL_TOMBSTONE_INIT;
+    return pl_run_tombstone(t, e, id) ? 0 : 2;
+}
+
+/* The link before @p id in @p prev ("" at the first link still known):
+ * a record's predecessor, or for a deleted link the run its id follows
+ * that was continued as new.  Its record, or for a deleted one the ids'
+ * rule, must make @p id its successor (a copy of a link imported under
+ * another id names the original's predecessor). */
+static void chain_prev(pl_engine *e, const char *id, char *prev)
+{
+    pl_run_info *ri;
+    pl_tombstone t;
+    int got = chain_get(e, id, &ri, &t);
+    prev[0] = '\0';
+    if (got == 1 && ri->predecessor)
+        snprintf(prev, PL_MAX_RUN_ID + 1, "%s", ri->predecessor);
+    else if (got == 2)
+        cli_chain_prev_id(prev, id);
+    pl_run_info_free(ri);
+    if (!prev[0])
+        return;
+    got = chain_get(e, prev, &ri, &t);
+    char succ[PL_MAX_RUN_ID + 1];
+    bool linked = got == 1 ? ri->successor && !strcmp(ri->successor, id)
+                  : got == 2
+                      ? t.status == PL_RUN_CONTINUED &&
+                            cli_chain_next_id(succ, prev) && !strcmp(succ, id)
+                      : false;
+    pl_run_info_free(ri);
+    if (!linked)
+        prev[0] = '\0';
+}
+
 /* Print one link (its record, or its tombstone when deleted), or with
  * --format json add it to @p all; the id of the link after it in @p next
- * ("" at the end).  false when there is none. */
-static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
-                       char *next, cJSON *all, bool *oom)
+ * ("" at the end).  false when there is none, or when its record does not
+ * go on from @p from, the link before it (a copy of a link, imported under
+ * another id, names the original's successor). */
+static bool chain_link(pl_engine *e, const opts *o, const char *id,
+                       const char *from, bool asked, char *next, cJSON *all,
+                       bool *oom)
 {
     pl_run_info *ri = NULL;
-    pl_tombstone t = PL_TOMBSTONE_INIT;
+    pl_tombstone t;
     next[0] = '\0';
-    if (pl_run_get(&ri, e, id)) {
-        if (pl_run_tombstone(&t, e, id))
-            return false;
+    int got = chain_get(e, id, &ri, &t);
+    if (got == 1 && from[0] &&
+        (!ri->predecessor || strcmp(ri->predecessor, from))) {
+        pl_run_info_free(ri);
+        return false;
+    }
+    if (!got)
+        return false;
+    if (got == 2) {
         char del[40];
         cli_time_iso(del, sizeof del, t.deleted_us, false);
         if (o->format == FMT_TEXT) {
@@ -147,7 +198,10 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
             cJSON_AddStringToObject(j, "deleted", del);
             chain_json(all, j, oom);
         }
-        return true; /* a deleted link: the chain goes on unknown */
+        /* a deleted link continued as new: its successor by the ids' rule */
+        if (t.status == PL_RUN_CONTINUED && !cli_chain_next_id(next, id))
+            next[0] = '\0';
+        return true;
     }
     if (o->format == FMT_TEXT) {
         char created[40];
@@ -166,30 +220,28 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id, bool asked,
 
 int cmd_chain(pl_engine *e, const opts *o)
 {
-    /* back to the first link still there */
-    char first[PL_MAX_RUN_ID + 1], next[PL_MAX_RUN_ID + 1];
+    /* back to the first link still known: stored, or deleted with its
+     * tombstone kept */
+    char first[PL_MAX_RUN_ID + 1], prev[PL_MAX_RUN_ID + 1];
+    char next[PL_MAX_RUN_ID + 1];
     snprintf(first, sizeof first, "%s", o->run);
     for (unsigned hops = 0; hops < 1000000; hops++) {
-        pl_run_info *ri = NULL;
-        if (pl_run_get(&ri, e, first))
+        chain_prev(e, first, prev);
+        if (!prev[0])
             break;
-        bool more = ri->predecessor != NULL;
-        if (more)
-            snprintf(first, sizeof first, "%s", ri->predecessor);
-        pl_run_info_free(ri);
-        if (!more)
-            break;
+        memcpy(first, prev, sizeof first);
     }
     /* json: one document, {"chain": [the links]} */
     cJSON *all = o->format == FMT_JSON ? cJSON_CreateArray() : NULL;
     bool oom = o->format == FMT_JSON && !all, any = false;
-    char id[PL_MAX_RUN_ID + 1];
+    char id[PL_MAX_RUN_ID + 1], from[PL_MAX_RUN_ID + 1] = "";
     snprintf(id, sizeof id, "%s", first);
     for (unsigned hops = 0;
          hops < 1000000 && id[0] && !oom &&
-         chain_link(e, o, id, !strcmp(id, o->run), next, all, &oom);
+         chain_link(e, o, id, from, !strcmp(id, o->run), next, all, &oom);
          hops++) {
         any = true;
+        memcpy(from, id, sizeof from);
         memcpy(id, next, sizeof id);
     }
     if (any && !oom && all) {

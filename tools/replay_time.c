@@ -60,16 +60,25 @@ void mode_signal(tool *t)
 static void report_woken(tool *t, const woken *r);
 
 /* The run a cancellation reached: @p id, or the link its chain has gone
- * on to (a delivery goes to the link that is going on); NULL if unread. */
+ * on to (a delivery goes to the link that is going on, past deleted
+ * ones); NULL if unread. */
 static pl_run_info *cancelled_link(tool *t, const char *id)
 {
     char cur[PL_MAX_RUN_ID + 1];
     snprintf(cur, sizeof cur, "%s", id);
     for (int hops = 0;; hops++) {
         pl_run_info *ri = NULL;
+        pl_tombstone tomb = PL_TOMBSTONE_INIT;
         if (pl_run_get(&ri, t->engine, cur)) {
             pl_run_info_free(ri);
-            return NULL;
+            /* deleted after it continued as new: on past it */
+            char next[PL_MAX_RUN_ID + 1];
+            if (hops == 1000 || pl_run_tombstone(&tomb, t->engine, cur) ||
+                tomb.status != PL_RUN_CONTINUED ||
+                !cli_chain_next_id(next, cur))
+                return NULL;
+            memcpy(cur, next, sizeof cur);
+            continue;
         }
         if (ri->status != PL_RUN_CONTINUED || !ri->successor || hops == 1000)
             return ri;

@@ -328,7 +328,9 @@ static int upgrade_one(tool *t, const char *id, bool named)
     if (st) {
         if (j)
             cJSON_DeleteItemFromArray(t->runs, cJSON_GetArraySize(t->runs) - 1);
-        report_refused(t, id, st, refused_code(st));
+        /* a --new-id taken is a refusal, as --fork's */
+        report_refused(t, id, st,
+                       st == PL_EEXIST ? EXIT_USAGE : refused_code(st));
         plan_free(&p);
         return -1;
     }

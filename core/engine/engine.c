@@ -550,3 +550,14 @@ void pl__emit_version(pl__run *r, const char *path, uint32_t seq,
     ev.status = status;
     e->on_event(&ev, e->event_user);
 }
+
+/* How long a wait may wait on its thread (wait.c, wait_in_place_ms()). */
+int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
+{
+    if (!e || ms < -1)
+        return pl__err(PL_EINVAL, "pl_engine_set_wait_in_place: an engine "
+                                  "and ms >= 0 (-1: the default) are "
+                                  "required");
+    atomic_store(&e->wait_in_place_ms, (long long)ms);
+    return PL_OK;
+}

@@ -28,6 +28,7 @@
 
 #include "cron.h"
 #include "internal.h"
+#include "run.h"
 #include "schedrec.h"
 
 #define GRACE_MS 60000      /* PL_CATCH_UP_SKIP: a tick this late still runs */
@@ -352,7 +353,8 @@ static void tick_id(char out[PL_MAX_RUN_ID + 1], const char *name,
  * completed, failed or cancelled)?  A run continued as new
  * (pl_ctx_continue_as_new()) or superseded by an upgrade (pl_run_upgrade())
  * is final and live while its chain goes on: the answer is its
- * successor's. */
+ * successor's, also once the continued run is deleted (while its
+ * tombstone lasts; a deleted superseded run names no successor). */
 static bool live(pl_engine *e, const char *id)
 {
     char at[PL_MAX_RUN_ID + 1];
@@ -363,8 +365,18 @@ static bool live(pl_engine *e, const char *id)
         pl__buf state = {0};
         pl__run_state rs;
         next = false;
-        if (!*at || pl__store_run_find(e->store, at, &num, NULL))
+        if (!*at)
             return false;
+        if (pl__store_run_find(e->store, at, &num, NULL)) {
+            /* deleted after it continued as new: its successor's answer */
+            char succ[PL_MAX_RUN_ID + 1];
+            next = !pl__chain_next_deleted(e, at, succ);
+            pl__err_clear();
+            if (!next)
+                return false;
+            memcpy(at, succ, sizeof at);
+            continue;
+        }
         if (!pl__store_state_get(e->store, num, &state) &&
             !pl__run_state_decode(&rs, at, state.data, state.len)) {
             bool linked = rs.status == PL_RUN_CONTINUED ||

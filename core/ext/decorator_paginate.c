@@ -105,20 +105,29 @@ static cJSON *pointer_get(const cJSON *doc, const char *ptr)
 }
 
 /* Put @p value (taken over) at @p ptr in the object @p doc, making the
- * objects on the way.  false when something on the way is not an object,
- * or out of memory (value freed either way). */
+ * objects on the way; an array's item on the way (or at the end: replaced)
+ * must be there.  false when something on the way is neither, or out of
+ * memory (value freed either way). */
 static bool pointer_set(cJSON *doc, const char *ptr, cJSON *value)
 {
     char tok[256];
     cJSON *o = doc;
     for (const char *p = ptr;;) {
-        if (!cJSON_IsObject(o) || !next_token(&p, tok, sizeof tok))
+        if (!(cJSON_IsObject(o) || cJSON_IsArray(o)) ||
+            !next_token(&p, tok, sizeof tok))
+            break;
+        cJSON *c = child(o, tok);
+        if (cJSON_IsArray(o) && !c)
             break;
         if (!*p) {
+            if (cJSON_IsArray(o)) {
+                if (cJSON_ReplaceItemViaPointer(o, c, value))
+                    return true;
+                break;
+            }
             cJSON_DeleteItemFromObjectCaseSensitive(o, tok);
             return cJSON_AddItemToObject(o, tok, value);
         }
-        cJSON *c = cJSON_GetObjectItemCaseSensitive(o, tok);
         if (!c && !(c = cJSON_AddObjectToObject(o, tok)))
             break;
         o = c;
@@ -391,8 +400,18 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         }
         cJSON_Delete(payload);
         payload = NULL;
-        if ((st = page_payload(&payload, action->payload, param, cont)))
+        if ((st = page_payload(&payload, action->payload, param, cont))) {
+            /* the request (a model's arguments) has no room for it: the
+             * reading ends as at a failed page, the run goes on */
+            if (st == PL_EJSON) {
+                char why[300];
+                snprintf(why, sizeof why, "%s", pl_errmsg());
+                stopped = "error";
+                st = pl_json_pack(&err, "{s:b, s:s, s:s}", "error", true,
+                                  "code", PL_ERR_INVALID_INPUT, "message", why);
+            }
             break;
+        }
         page.payload = payload;
         st = pl_ctx_call(&res, ctx, &page, o->per_page, o->n_per_page);
         if (st == PL_ERESULT) /* an error page ends the merge, below */

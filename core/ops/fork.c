@@ -34,6 +34,7 @@
 #include "internal.h"
 #include "path.h"
 #include "rechain.h"
+#include "retention.h"
 #include "run.h"
 
 /* Parse "0:<seq>", a step of the root ledger. */
@@ -199,6 +200,24 @@ static int upgradable(const char *id, const pl__run_state *rs)
     return PL_OK;
 }
 
+/* PL_OK when no run and no tombstone holds @p id: a new run's id is
+ * refused before anything is written (the create's own check stays). */
+static int id_free(pl_engine *e, const char *fn, const char *id)
+{
+    uint64_t num;
+    pl__tomb t;
+    int st = pl__store_run_find(e->store, id, &num, NULL);
+    if (!st)
+        return pl__err(PL_EEXIST, "%s: run '%s' exists already", fn, id);
+    if (st == PL_ENOTFOUND && !(st = pl__tomb_load(e, id, &t)))
+        st = pl__tomb_taken(id, &t);
+    if (st == PL_ENOTFOUND) {
+        pl__err_clear();
+        return PL_OK;
+    }
+    return pl__err(st, "%s: %s", fn, pl_errmsg());
+}
+
 /*
  * Fork @p run_id at @p at_step_id into a new run; with @p upgrade, end
  * @p run_id as superseded by it in the commit that completes the new run.
@@ -218,7 +237,7 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
                        "%s: bad new run id '%s' (1..%d bytes of "
-                       "[A-Za-z0-9._:@-])",
+                       "[A-Za-z0-9._:@~-])",
                        fn, new_id, PL_MAX_RUN_ID);
     uint32_t at = 0;
     int st = parse_root_step(at_step_id, &at);
@@ -241,6 +260,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         st = pl__err(st, "%s: run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
     }
+    if (new_id && (st = id_free(e, fn, new_id)))
+        goto done; /* before the lease: a refusal writes nothing */
     /* an upgrade holds the old run's lease from here to the commit that
      * ends it, so nobody executes or resumes it meanwhile */
     bool had;

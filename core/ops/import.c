@@ -680,7 +680,7 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (new_id && !pl__run_id_ok(new_id))
         return pl__err(PL_EINVAL,
                        "pl_run_import: bad new run id '%s' (1..%d "
-                       "bytes of [A-Za-z0-9._:@-])",
+                       "bytes of [A-Za-z0-9._:@~-])",
                        new_id, PL_MAX_RUN_ID);
     import_ctx x = {0};
     x.rd.in = in;

@@ -16,6 +16,7 @@
 
 #include "export.h"
 #include "retention.h"
+#include "run.h"
 
 #define BATCH_DEFAULT 64
 #define BATCH_MAX 1024
@@ -52,12 +53,20 @@ int pl__tomb_outcome(pl_outcome **out, const char *id, const pl__tomb *t)
     char del[40];
     pl__export_time_iso(del, sizeof del, t->deleted_us);
     pl_outcome *o = calloc(1, sizeof *o);
+    bool succ = t->status == PL_RUN_CONTINUED; /* named by the ids' rule */
     if (o) {
         o->status = t->status;
         o->run_id = pl__strdup(id);
         o->reason = pl__asprintf("deleted on %s", del);
+        int st = succ && (o->successor = malloc(PL_MAX_RUN_ID + 1))
+                     ? pl__successor_id(o->successor, id)
+                     : PL_OK;
+        if (st) {
+            pl_outcome_free(o);
+            return st;
+        }
     }
-    if (!o || !o->run_id || !o->reason) {
+    if (!o || !o->run_id || !o->reason || (succ && !o->successor)) {
         pl_outcome_free(o);
         return pl__err(PL_ENOMEM, "out of memory");
     }

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 
 #include "ctx.h"
+#include "retention.h"
 #include "run.h"
 
-/* The id of @p id's successor in @p out (PL_MAX_RUN_ID + 1 bytes). */
-static int successor_id(char *out, const char *id)
+int pl__successor_id(char *out, const char *id)
 {
     const char *tilde = strrchr(id, '~');
     size_t base = strlen(id);
@@ -44,6 +44,17 @@ static int successor_id(char *out, const char *id)
     return PL_OK;
 }
 
+int pl__chain_next_deleted(pl_engine *e, const char *id, char *next)
+{
+    char was[PL__ERRMSG_MAX]; /* the caller's message, kept when not found */
+    snprintf(was, sizeof was, "%s", pl_errmsg());
+    pl__tomb t;
+    int st = pl__tomb_load(e, id, &t);
+    if (st == PL_OK && t.status == PL_RUN_CONTINUED)
+        return pl__successor_id(next, id);
+    return st && st != PL_ENOTFOUND ? st : pl__err(PL_ENOTFOUND, "%s", was);
+}
+
 int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload)
 {
     int st = pl__ctx_check(ctx, "pl_ctx_continue_as_new");
@@ -63,7 +74,7 @@ int pl_ctx_continue_as_new(pl_ctx *ctx, const cJSON *payload)
                        "pl_ctx_continue_as_new: run '%s' is "
                        "continued as new already",
                        r->id);
-    if ((st = successor_id(r->succ_id, r->id)) ||
+    if ((st = pl__successor_id(r->succ_id, r->id)) ||
         (st = pl__payload_encode(&r->cont, payload, r->e->max_payload))) {
         pl__buf_reset(&r->cont);
         return st;

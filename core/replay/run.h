@@ -150,4 +150,15 @@ PL__HIDDEN int pl__recorded_outcome(pl_outcome **out, const char *id,
  */
 PL__HIDDEN int pl__run_continued(pl__run *r) PL__MUST_CHECK;
 
+/* The id of run @p id's successor in @p out (PL_MAX_RUN_ID + 1 bytes):
+ * "<id>~1", and "<base>~<n+1>" for "<base>~<n>"; PL_ELIMIT when it would
+ * be too long (continued.c). */
+PL__HIDDEN int pl__successor_id(char *out, const char *id) PL__MUST_CHECK;
+/* Run @p id, deleted, continued as new before: the id of its successor
+ * in @p next (PL_MAX_RUN_ID + 1 bytes), by the ids' rule, while its
+ * tombstone lasts (continued.c).  PL_ENOTFOUND when it has no tombstone
+ * or ended otherwise. */
+PL__HIDDEN int pl__chain_next_deleted(pl_engine *e, const char *id,
+                                      char *next) PL__MUST_CHECK;
+
 #endif /* PL_RUN_H */

@@ -363,7 +363,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
     if (id && !pl__run_id_ok(id))
         return pl__err(PL_EINVAL,
                        "bad run id '%s' (1..%d bytes of "
-                       "[A-Za-z0-9._:@-])",
+                       "[A-Za-z0-9._:@~-])",
                        id, PL_MAX_RUN_ID);
     if (!id) {
         if ((st = pl__new_run_id(idbuf)))

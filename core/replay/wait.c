@@ -635,6 +635,8 @@ typedef struct deliver_ctx {
     const char *what;
     pl_run_status status;         /* found */
     char succ[PL_MAX_RUN_ID + 1]; /* continued as new: its successor */
+    const char *from; /* passed on from this link, its predecessor (not so
+                       * for a copy imported under another id) */
 } deliver_ctx;
 
 static int deliver_check(const uint8_t *state, size_t len, void *user)
@@ -645,12 +647,17 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     if (rc)
         return rc;
     d->status = st.status;
-    if (st.status == PL_RUN_SUPERSEDED)
+    if (d->from && (!st.pred || strcmp(st.pred, d->from))) /* a copy's */
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' continued as new, but its successor '%s' goes "
+                     "on from '%s' (a copy of that run?): %s is refused",
+                     d->from, d->id, st.pred ? st.pred : "no run", d->what);
+    else if (st.status == PL_RUN_SUPERSEDED)
         rc = pl__err(PL_ESTATE,
                      "run '%s' was superseded by run '%s': %s is refused "
                      "(send it to that run)",
                      d->id, st.succ, d->what);
-    if (st.status == PL_RUN_CONTINUED && st.succ)
+    if (!rc && st.status == PL_RUN_CONTINUED && st.succ)
         snprintf(d->succ, sizeof d->succ, "%s", st.succ);
     pl__run_state_clear(&st);
     if (rc)
@@ -658,8 +665,7 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
     if (d->status == PL_RUN_CONTINUED)
         return pl__err(PL_ESTATE, "run '%s' continued as new as '%s'", d->id,
                        d->succ);
-    if (d->status == PL_RUN_COMPLETED || d->status == PL_RUN_FAILED ||
-        d->status == PL_RUN_CANCELLED)
+    if (pl__status_final(d->status)) /* completed, failed, cancelled */
         return pl__err(PL_ESTATE, "run '%s' has ended (%s): %s is refused",
                        d->id, pl_run_status_name(d->status), d->what);
     return PL_OK;
@@ -677,13 +683,18 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
 {
     int st;
     bool known = *num != 0;
+    char from[PL_MAX_RUN_ID + 1] = ""; /* the link it was passed on from */
     snprintf(to, PL_MAX_RUN_ID + 1, "%s", id);
     for (unsigned hops = 0;; hops++) {
         pl__buf rec = {0};
+        deliver_ctx d = {to, what, 0, "", from[0] ? from : NULL};
         st = known ? PL_OK : pl__store_run_find(e->store, to, num, NULL);
+        /* deleted after it continued as new: on to its successor */
+        if (st == PL_ENOTFOUND && hops < 1000000 &&
+            (st = pl__chain_next_deleted(e, to, d.succ)) == PL_OK)
+            st = PL_ESTATE;
         if (!st) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
-        deliver_ctx d = {to, what, 0, ""};
         uint64_t seq;
         if (!st)
             st = pl__store_inbox_put(e->store, *num, to, deliver_check, &d,
@@ -700,6 +711,7 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
         if (st != PL_ESTATE || !d.succ[0] || hops >= 1000000)
             return st;
         pl__err_clear();
+        memcpy(from, to, sizeof from);
         snprintf(to, PL_MAX_RUN_ID + 1, "%s", d.succ);
         take = NULL; /* the lease and the claim were for the run found first */
     }
@@ -884,17 +896,5 @@ int pl_run_cancel(pl_engine *e, const char *run_id, const char *reason)
             return cst;
         pl__err_clear();
     }
-    return PL_OK;
-}
-
-/* ---- waiting in place ------------------------------------------------------------ */
-
-int pl_engine_set_wait_in_place(pl_engine *e, int64_t ms)
-{
-    if (!e || ms < -1)
-        return pl__err(PL_EINVAL, "pl_engine_set_wait_in_place: an engine "
-                                  "and ms >= 0 (-1: the default) are "
-                                  "required");
-    atomic_store(&e->wait_in_place_ms, (long long)ms);
     return PL_OK;
 }

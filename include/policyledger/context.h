@@ -468,8 +468,9 @@ int pl_ctx_suspend(cJSON **out_answer, pl_ctx *ctx, const cJSON *prompt);
  * `ledger-dump --run ID --chain` lists the chain.  A replay of the run
  * (pl_run_continue(), which replays a continued run as it does a completed
  * one) gives the same outcome and writes nothing.  Events sent to the run
- * (pl_run_signal()) once it has continued reach its successor; those it
- * had received and not consumed stay with it.
+ * (pl_run_signal()) once it has continued reach its successor, also once
+ * the run is deleted, while its tombstone lasts; those it had received and
+ * not consumed stay with it.
  *
  * Each link is a run of its own: replaying or recovering the newest link
  * costs what its own ledger costs, however long the chain behind it.
@@ -519,7 +520,9 @@ bool pl_ctx_replaying(const pl_ctx *ctx);
  *
  * C cannot stop a running function, so a deadline is cooperative: the
  * callee reads it and gives up in time; the library's own waits (the
- * retry decorator's backoff) never wait past it; and the timeout decorator
+ * retry decorator's backoff) never wait past it, and its blocking calls
+ * (http_get, run_command, an LLM policy's model call, an MCP tool's call)
+ * are cut at it with a "Timeout" error result; and the timeout decorator
  * replaces the result of a callee that returned past it with a recorded
  * "Timeout" error.  Nothing is interrupted.
  */

@@ -504,10 +504,11 @@ typedef struct pl_paginate_options {
  *                            merged, "note": "incomplete: ...",
  *                    "error": a failed page's error result}
  * where "stopped" is "end" (complete: no continuation left), "page_limit",
- * "byte_cap", "error" (a later page's result was an error: the pages
- * before it are merged), "malformed_page" (a later page's items are not an
- * array) or "repeated_continuation" (a page returned the continuation
- * that asked for it).  "next", "note" and "error" are there only when they
+ * "byte_cap", "error" (a later page's result was an error, or the
+ * continuation has no place at opts->param in the request: an
+ * "InvalidInput" error; the pages before it are merged), "malformed_page"
+ * (a later page's items are not an array) or "repeated_continuation" (a
+ * page returned the continuation that asked for it).  "next", "note" and "error" are there only when they
  * apply.  Never a silent cut: every page read is in the ledger whole.
  * @param[out] out the decorator.
  * @param opts NULL for defaults; borrowed (see above).

@@ -441,7 +441,9 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  * @return PL_OK; PL_EINVAL (NULL argument, a bad run id, a step id that is
  *         not "0:<seq>"); PL_ENOTFOUND (no such run, or its root ledger has
  *         no such step); PL_EBUSY (the run is running in a live process);
- *         PL_EEXIST (@p new_id is taken); PL_ECORRUPT; PL_EVERSION;
+ *         PL_EEXIST (@p new_id is taken by a run, or by a deleted run's
+ *         tombstone, which pl_errmsg() names; refused before anything is
+ *         written); PL_ECORRUPT; PL_EVERSION;
  *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
@@ -530,7 +532,10 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * finish), and its inbox (events not yet consumed, a cancellation not yet
  * seen), so that a waiting run continues there as it would have where it
  * came from (a waiting run with an inbox is due at once, to look).
- * pl_run_verify() passes on it.  An export of format 1 (before inbox
+ * pl_run_verify() passes on it.  A superseded or continued run keeps the
+ * ids of its links (pl_run_info.successor, .predecessor); imported under
+ * another id it is a copy, from which nothing is passed on to them (an
+ * event or a cancellation sent to it is refused, PL_ESTATE).  An export of format 1 (before inbox
  * lines) is read too.
  *
  * Writing takes two commits (the store numbers a run when it creates it):
@@ -576,7 +581,9 @@ int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
  *   - pl_run_start() with PL_IF_EXISTS_OUTCOME or PL_IF_EXISTS_CONTINUE
  *     executes nothing and gives an outcome whose status is the recorded
  *     final status, with no steps, no result (pl_outcome_result() gives
- *     the empty object), error 0 and a reason saying "deleted on <time>";
+ *     the empty object), error 0 and a reason saying "deleted on <time>"
+ *     (a run continued as new still names its successor: see
+ *     pl_ctx_continue_as_new() for its id);
  *   - pl_run_get(), pl_run_ledger() and the others give PL_ENOTFOUND;
  *     pl_run_tombstone() reads the tombstone.
  *

@@ -104,7 +104,10 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  * process: it is durable in the run's inbox when this returns, and a run
  * waiting for it is woken.  A run continued as new
  * (pl_ctx_continue_as_new()) passes it on: it goes to the link of the
- * chain that is going on (as does a pl_run_cancel()).
+ * chain that is going on (as does a pl_run_cancel()), also past links
+ * deleted (pl_run_delete(), a prune) while their tombstones last; only to
+ * a successor that goes on from it (not from a copy of a link imported
+ * under another id: PL_ESTATE).
  * @param[out] out NULL: deliver only (a worker, or pl_engine_wake(),
  *             continues a waiting run).  Else, when the run was waiting,
  *             it is continued here, in the caller's thread, as
@@ -369,7 +372,8 @@ void pl_worker_stop(pl_engine *engine);
  *
  * OVERLAP.  PL_OVERLAP_SKIP skips a tick while the schedule's previous run
  * is still live (submitted, running, suspended or waiting; a run continued
- * as new or superseded by an upgrade is live while its successor is);
+ * as new or superseded by an upgrade is live while its successor is, a
+ * continued one also once deleted, while its tombstone lasts);
  * PL_OVERLAP_ALLOW starts it anyway.
  *
  * RUN OPTIONS.  A schedule may give its ticks' runs a priority, a

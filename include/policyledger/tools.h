@@ -201,7 +201,10 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               and 410 NotFound, 401 Unauthorized, 403 Forbidden, 429
  *               RateLimited (the message carries Retry-After), 5xx
  *               RetryableServer, other 4xx InvalidInput; a timeout
- *               Timeout; a refused connection RetryableServer; a URL or
+ *               Timeout (timeout_ms, or the call's deadline,
+ *               pl_ctx_deadline(), when it comes first; one already
+ *               passed sends nothing); a refused connection
+ *               RetryableServer; a URL or
  *               redirect outside the allowlist Forbidden.  file:// URLs
  *               read through the sandbox, as read_file does.
  *
@@ -228,9 +231,10 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               timeout, the whole group is killed, so nothing it started
  *               outlives the call (but a process that left the group).
  *               Each of stdout and stderr is kept up to max_output_bytes
- *               (the rest is read and counted, not kept: memory stays
- *               bounded); "truncated" and a "note" say so; bytes that are
- *               not UTF-8 become U+FFFD.  A program that exits non-zero or
+ *               of text, bytes that are not UTF-8 as U+FFFD (3 bytes
+ *               each), cut on a character's boundary (the rest is read
+ *               and counted, not kept: memory stays bounded); "truncated"
+ *               and a "note" say so.  A program that exits non-zero or
  *               dies of a signal is a result ("exit_code" null and
  *               "signal": "SIGSEGV"), for the caller to read.  Forbidden
  *               (the sandbox refused it: the message says why);
@@ -298,7 +302,11 @@ typedef struct pl_tools_options {
     size_t n_env;
     long command_timeout_ms;   /**< the longest a command runs; 0 = 10000 */
     size_t max_output_bytes;   /**< kept of each of stdout and stderr;
-                                    0 = 64 KiB, at most 16 MiB */
+                                    0 = 64 KiB, at most 16 MiB.  Both are
+                                    in one result, which must fit the
+                                    engine's max_payload (16 MiB by
+                                    default): keep the cap under half of
+                                    it, or the run fails */
     bool command_idempotent;   /**< default false (see above) */
     pl_in_doubt command_in_doubt; /**< default PL_IN_DOUBT_FAIL */
 } pl_tools_options;

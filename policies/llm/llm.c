@@ -237,6 +237,7 @@ typedef struct exchange_args {
     const pl__llm_request *req;
     pl__llm_deltas *deltas; /* NULL: no streaming */
     bool ran;               /* the model was asked (not served) */
+    int64_t deadline_ms;    /* the call's, pl_ctx_deadline() */
 } exchange_args;
 
 static int do_exchange(cJSON **out, void *user)
@@ -244,7 +245,8 @@ static int do_exchange(cJSON **out, void *user)
     exchange_args *x = user;
     x->ran = true;
     return pl__llm_exchange(out, x->m, x->req->body, x->req->len,
-                            x->req->sha256, x->req->script_pos, x->deltas);
+                            x->req->sha256, x->req->script_pos, x->deadline_ms,
+                            x->deltas);
 }
 
 /* On replay: the recorded exchange answered this very request. */
@@ -311,7 +313,8 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
                         tools,
                         n_tools,
                         false};
-    exchange_args x = {m, &req, m->o.on_delta ? &d : NULL, false};
+    exchange_args x = {m, &req, m->o.on_delta ? &d : NULL, false,
+                       pl_ctx_deadline(ctx)};
     pl_side_effect_match match = PL_SIDE_EFFECT_MATCH_INIT;
     match.fn = same_request;
     match.user = &req;
@@ -529,12 +532,14 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
         llm_free(m);
         return pl__err(PL_ENOMEM, "out of memory");
     }
-    if (base && !pl__llm_base_ok(base)) {
+    const char *bad = base ? pl__llm_base_bad(base) : NULL;
+    if (bad) {
         llm_free(m);
         return pl__err(PL_EINVAL,
                        "pl_llm_register: base_url '%.200s' is not an http:// "
-                       "or https:// URL with a host",
-                       o.base_url);
+                       "or https:// URL with a host and a port of 1 to 65535 "
+                       "(%s)",
+                       o.base_url, bad);
     }
     if (o.output_schema) {
         m->output_schema = cJSON_Parse(o.output_schema);

@@ -44,8 +44,9 @@ typedef struct pl__llm_url {
 } pl__llm_url;
 
 PL__HIDDEN int pl__llm_url_parse(pl__llm_url *out, const char *url);
-/* Whether @p b is "http://HOST[:PORT][/PATH]" or https, HOST not empty. */
-PL__HIDDEN bool pl__llm_base_ok(const char *b);
+/* What is wrong with @p b as "http://HOST[:PORT][/PATH]" or https (HOST
+ * not empty, PORT 1 to 65535), or NULL when nothing is. */
+PL__HIDDEN const char *pl__llm_base_bad(const char *b);
 PL__HIDDEN void pl__llm_url_free(pl__llm_url *u);
 
 /* A registered LLM policy's configuration (the policy's user pointer). */
@@ -230,10 +231,13 @@ PL__HIDDEN const cJSON *pl__llm_exchange_of(const pl_step *s);
  * or with "error": {"code", "message"} instead of "answer".  A scripted
  * exchange adds "script_next".  With @p deltas (not NULL), the answer is
  * streamed to them.  @p body is @p len bytes and a NUL;
- * @p sha256_hex its SHA-256 in hex.  Fails only on a local error (memory). */
+ * @p sha256_hex its SHA-256 in hex.  @p deadline_ms (Unix ms, 0: none), the
+ * call's deadline, bounds an HTTP call as total_timeout_ms does.  Fails
+ * only on a local error (memory). */
 PL__HIDDEN int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                                 size_t len, const char *sha256_hex,
-                                long script_pos, pl__llm_deltas *deltas);
+                                long script_pos, int64_t deadline_ms,
+                                pl__llm_deltas *deltas);
 
 /* A turn's request, built on what the policy kept of the invocation's
  * earlier turns (reqcache.c). */

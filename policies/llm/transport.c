@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -504,7 +505,8 @@ static char *stream_body(const pl__llm *m, const char *body)
 }
 
 static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
-                         const char *body, pl__llm_deltas *deltas)
+                         const char *body, int64_t deadline_ms,
+                         pl__llm_deltas *deltas)
 {
     pthread_once(&g_curl_once, curl_init);
     const provider *pv = provider_of(m);
@@ -547,6 +549,24 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
     uint64_t total_ns = (uint64_t)or_default(m->o.total_timeout_ms,
                                              DEF_TOTAL_MS) *
                         1000000u;
+    /* the call's deadline, when it comes first, bounds the whole call as
+     * total_timeout_ms does; one already past asks nothing */
+    bool by_deadline = false;
+    if (deadline_ms) {
+        int64_t left = deadline_ms - pl__now_us() / 1000;
+        if (left <= 0) {
+            free(url);
+            free(wire);
+            a->error_code = (char *)PL_ERR_TIMEOUT;
+            a->message = pl__strdup("the call's deadline has passed: the "
+                                    "model was not asked");
+            return a->message ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
+        }
+        if ((uint64_t)left * 1000000u < total_ns) {
+            total_ns = (uint64_t)left * 1000000u;
+            by_deadline = true;
+        }
+    }
     uint64_t t0 = pl__mono_ns();
     long wait = base_ms;
     for (unsigned i = 0;; i++) {
@@ -581,10 +601,11 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
             char why[160];
             snprintf(why, sizeof why,
                      "the wait of %ld ms%s is past the %ld ms left of "
-                     "total_timeout_ms",
+                     "%s",
                      pause,
                      a->retry_after_ms >= 0 ? " the server asked for" : "",
-                     left);
+                     left,
+                     by_deadline ? "the call's deadline" : "total_timeout_ms");
             gave_up(a, "%s", i + 1, why);
             break;
         }
@@ -601,13 +622,32 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
 /* The scripted model                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The script at @p path, a regular file (a device or a FIFO could be read
+ * for ever, or wait for a writer). */
 static int read_file(char **out, size_t *len, const char *path)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
         return pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
-                       strerror(errno));
+                       strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pl__err(PL_EIO,
+                       "scripted model: '%s' is not a regular file: a script "
+                       "is a JSON file",
+                       path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return pl__err(PL_ENOMEM, "out of memory");
+    }
     pl__buf b = {0};
     char chunk[4096];
     size_t n;
@@ -785,7 +825,7 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
 
 int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
                      size_t len, const char *hex, long script_pos,
-                     pl__llm_deltas *deltas)
+                     int64_t deadline_ms, pl__llm_deltas *deltas)
 {
     *out = NULL;
     attempt a;
@@ -796,8 +836,9 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
 #if PL_WITH_CURL
     int st = m->url.provider == PL__LLM_SCRIPTED
                  ? scripted_exchange(&a, &attempts, &pos, m, body, deltas)
-                 : http_exchange(&a, &attempts, m, body, deltas);
+                 : http_exchange(&a, &attempts, m, body, deadline_ms, deltas);
 #else /* pl_llm_register() takes scripted:// models alone */
+    (void)deadline_ms;
     int st = scripted_exchange(&a, &attempts, &pos, m, body, deltas);
 #endif
     cJSON *v = NULL;

@@ -23,15 +23,54 @@ static bool has_ctl(const char *s)
     return false;
 }
 
-/* "http://host[:port][/path]": a host is required. */
-bool pl__llm_base_ok(const char *b)
+/* Whether the authority @p a (@p n bytes: "[user@]host[:port]") has no
+ * port, or one of 1 to 65535 in digits. */
+static bool port_ok(const char *a, size_t n)
+{
+    size_t h = 0; /* the host's start: past the last '@' */
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == '@')
+            h = i + 1;
+    size_t colon = n;
+    if (h < n && a[h] == '[') { /* [IPv6]: a port only after the ']' */
+        const char *close = memchr(a + h, ']', n - h);
+        if (!close)
+            return false;
+        size_t c = (size_t)(close - a) + 1;
+        if (c < n && a[c] != ':')
+            return false;
+        colon = c;
+    } else {
+        for (size_t i = h; i < n; i++)
+            if (a[i] == ':')
+                colon = i;
+    }
+    if (colon >= n)
+        return true;
+    size_t digits = n - colon - 1;
+    if (digits < 1 || digits > 5)
+        return false;
+    long port = 0;
+    for (size_t i = colon + 1; i < n; i++) {
+        if (a[i] < '0' || a[i] > '9')
+            return false;
+        port = port * 10 + (a[i] - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+const char *pl__llm_base_bad(const char *b)
 {
     const char *host = NULL;
     if (strncmp(b, "http://", 7) == 0)
         host = b + 7;
     else if (strncmp(b, "https://", 8) == 0)
         host = b + 8;
-    return host && *host && *host != '/' && *host != ':' && !has_ctl(b);
+    if (!host || !*host || *host == '/' || *host == ':' || has_ctl(b))
+        return "no host";
+    return port_ok(host, strcspn(host, "/?#")) ? NULL
+                                               : "a port that is not 1 to "
+                                                 "65535";
 }
 
 static char *trim_slash(char *s)
@@ -82,9 +121,11 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
         out->model = pl__strdup(hash + 1);
         out->base_url = pl__asprintf("%.*s://%.*s", (int)(slen - 7), url + 7,
                                      (int)(hash - rest), rest);
-        if (out->base_url && !pl__llm_base_ok(out->base_url)) {
+        const char *bad = out->base_url ? pl__llm_base_bad(out->base_url)
+                                        : NULL;
+        if (bad) {
             pl__llm_url_free(out);
-            return pl__err(PL_EINVAL, "model URL '%.200s': no host", url);
+            return pl__err(PL_EINVAL, "model URL '%.200s': %s", url, bad);
         }
         if (out->base_url)
             trim_slash(out->base_url);
@@ -112,6 +153,12 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
             return pl__err(PL_EINVAL,
                            "model URL '%.200s': expected "
                            "ollama://HOST:PORT/MODEL",
+                           url);
+        if (!port_ok(rest, (size_t)(slash - rest)))
+            return pl__err(PL_EINVAL,
+                           "model URL '%.200s': expected "
+                           "ollama://HOST:PORT/MODEL, with a port of 1 to "
+                           "65535",
                            url);
         out->provider = PL__LLM_OLLAMA;
         out->model = pl__strdup(slash + 1);

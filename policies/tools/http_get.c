@@ -234,6 +234,27 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
     }
     headers = hl;
     for (int hops = 0;; hops++) {
+        /* each request is cut at the call's deadline when that comes
+         * first (pl_ctx_deadline(): the recorded clock, Unix ms) */
+        long timeout_ms = t->timeout_ms;
+        bool by_deadline = false;
+        int64_t deadline = pl_ctx_deadline(ctx);
+        if (deadline) {
+            int64_t left = deadline - pl__now_us() / 1000;
+            if (left <= 0) {
+                char msg[600];
+                snprintf(msg, sizeof msg,
+                         "GET %.400s was not sent: the call's deadline has "
+                         "passed",
+                         url);
+                st = pl_steps_add_error(out, PL_ERR_TIMEOUT, msg);
+                goto done;
+            }
+            if (left < timeout_ms) {
+                timeout_ms = (long)left;
+                by_deadline = true;
+            }
+        }
         b.len = 0;
         b.truncated = false;
         errbuf[0] = '\0';
@@ -244,7 +265,7 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_PROXY, ""); /* no proxy from the env */
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, t->connect_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, t->timeout_ms);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
@@ -252,6 +273,11 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         curl_easy_setopt(h, CURLOPT_USERAGENT, "policyledger-http_get/1");
         CURLcode rc = curl_easy_perform(h);
         if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && b.truncated)) {
+            if (rc == CURLE_OPERATION_TIMEDOUT && by_deadline)
+                snprintf(errbuf, sizeof errbuf,
+                         "cut at the call's deadline, %ld ms after it was "
+                         "sent",
+                         timeout_ms);
             st = transfer_error(out, url, rc, errbuf);
             goto done;
         }

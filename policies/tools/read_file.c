@@ -32,7 +32,10 @@ int pl__read_text(char **data, size_t *len, bool *truncated, const char **code,
     *code = PL_ERR_INVALID_INPUT;
     int fd = -1;
     char *buf = NULL;
-    int st = pl_sandbox_open_file(&fd, sb, path, path_len, O_RDONLY, 0);
+    /* O_NONBLOCK: opening a FIFO no one writes must not wait (it is then
+     * refused below, as every file but a regular one is) */
+    int st = pl_sandbox_open_file(&fd, sb, path, path_len,
+                                  O_RDONLY | O_NONBLOCK, 0);
     if (st) {
         *code = code_of(st);
         return st;

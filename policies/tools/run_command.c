@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,11 +134,14 @@ static const char *signal_name(char buf[16], int sig)
     return buf;
 }
 
-/* @p len bytes as UTF-8 text: a NUL or a byte that is not part of a valid
- * character becomes U+FFFD.  Caller frees. */
-static char *as_text(const char *p, size_t len)
+/* @p len bytes as UTF-8 text of at most @p cap bytes: a NUL or a byte that
+ * is not part of a valid character becomes U+FFFD (3 bytes), and the text
+ * ends, on a character's boundary, where the next would pass @p cap
+ * (*cut then).  Caller frees. */
+static char *as_text(const char *p, size_t len, size_t cap, bool *cut)
 {
-    char *t = malloc(len * 3 + 1);
+    *cut = false;
+    char *t = malloc((len < cap / 3 ? len * 3 : cap) + 1);
     if (!t)
         return NULL;
     size_t o = 0;
@@ -145,10 +149,22 @@ static char *as_text(const char *p, size_t len)
         size_t bad = 0;
         long long ok = pl__text_len(p + i, len - i, false, &bad);
         size_t good = ok >= 0 ? (size_t)ok : bad;
+        if (good > cap - o) { /* back to a character's start */
+            good = cap - o;
+            while (good > 0 && ((unsigned char)p[i + good] & 0xc0) == 0x80)
+                good--;
+            *cut = true;
+        }
         memcpy(t + o, p + i, good);
         o += good;
         i += good;
+        if (*cut)
+            break;
         if (i < len) {
+            if (cap - o < 3) {
+                *cut = true;
+                break;
+            }
             memcpy(t + o, "\xef\xbf\xbd", 3);
             o += 3;
             i++;
@@ -263,7 +279,8 @@ static int run(outcome *r, const pl_tools *t, char *const *argv, int dirfd,
     size_t in_len = input ? strlen(input) : 0, in_off = 0;
     if (input && in_len == 0)
         close_fd(&pin[1]);
-    int64_t end = mono_ms() + timeout_ms;
+    int64_t now = mono_ms(); /* a timeout past the clock's end never comes */
+    int64_t end = timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
     bool ended = false; /* the leader has exited (not yet reaped) */
     for (;;) {
         siginfo_t si;
@@ -343,16 +360,18 @@ static void outcome_free(outcome *r)
 static int add_result(pl_steps *out, const outcome *r, size_t cap,
                       int64_t timeout_ms)
 {
-    char *so = as_text(r->out.buf, r->out.len);
-    char *se = as_text(r->err.buf, r->err.len);
+    bool cut_out, cut_err;
+    char *so = as_text(r->out.buf, r->out.len, cap, &cut_out);
+    char *se = as_text(r->err.buf, r->err.len, cap, &cut_err);
     cJSON *p = NULL;
     int st = so && se ? PL_OK
                       : pl__err(PL_ENOMEM, "run_command: out of memory");
-    bool truncated = r->out.seen > r->out.len || r->err.seen > r->err.len;
+    bool truncated = r->out.seen > r->out.len || r->err.seen > r->err.len ||
+                     cut_out || cut_err;
     char note[200], sigbuf[16];
     snprintf(note, sizeof note,
              "output truncated: %zu bytes of stdout and %zu of stderr, of "
-             "which the first %zu of each are kept",
+             "which each keeps its first %zu bytes of text",
              r->out.seen, r->err.seen, cap);
     bool exited = WIFEXITED(r->status);
     int sig = WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0;
@@ -402,7 +421,10 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "argv must be an array of 1 to 256 "
                                   "strings");
-    if (want_ms < 0)
+    /* 0 is not "no timeout" (the schema's minimum is 1): refused, as a
+     * negative one is */
+    if (want_ms < 1 &&
+        cJSON_GetObjectItemCaseSensitive(action->payload, "timeout_ms"))
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "timeout_ms must be 1 or more");
     const char *argv[MAX_ARGS + 1];
@@ -421,8 +443,9 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     int st = pl_sandbox_resolve(&rel, t->sb, cwd ? cwd : ".",
                                 strlen(cwd ? cwd : "."));
     int dirfd = -1;
-    if (!st)
-        st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel), O_RDONLY, 0);
+    if (!st) /* O_NONBLOCK: a FIFO is refused below, not waited on */
+        st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel),
+                                  O_RDONLY | O_NONBLOCK, 0);
     struct stat sst;
     if (!st && (fstat(dirfd, &sst) != 0 || !S_ISDIR(sst.st_mode)))
         st = pl__err(PL_EINVAL, "cwd '%.200s' is not a directory", cwd);

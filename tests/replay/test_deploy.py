@@ -53,14 +53,16 @@ def new_store():
         s.path = PG + "&schema=" + schema
 
         def digest():
+            # every table's rows, in one query (a psql each cost seconds)
             tables = psql("SELECT table_name FROM information_schema.tables "
                           "WHERE table_schema = '%s' ORDER BY 1" % schema)
-            h = hashlib.sha256()
-            for t in tables.split():
-                h.update(psql("SELECT md5(coalesce(string_agg(x::text, ',' "
-                              "ORDER BY x::text), '')) FROM %s.%s x"
-                              % (schema, t)).encode())
-            return h.hexdigest()
+            parts = " UNION ALL ".join(
+                "SELECT %d AS n, '%s:' || md5(coalesce(string_agg(x::text, "
+                "',' ORDER BY x::text), '')) AS d FROM %s.%s x"
+                % (i, t, schema, t) for i, t in enumerate(tables.split()))
+            return hashlib.sha256(psql(
+                "SELECT string_agg(d, ',' ORDER BY n) FROM (%s) q" % parts)
+                .encode()).hexdigest()
         s.data_digest = digest
     return s
 
@@ -251,6 +253,12 @@ def case_usage():
                   p.stderr)
         p = s.tool("--upgrade", "nope", expect=2)
         check("no run" in p.stderr, p.stderr)
+        # a --new-id taken is refused as --fork refuses it, writing nothing
+        before = s.data_digest()
+        p = s.tool("--upgrade", "order-SHIP", "--new-id", "order-DONE",
+                   plugins=[base.ARGS.order_plugin_v2], expect=1)
+        check("'order-DONE' exists already" in p.stderr, p.stderr)
+        check(s.data_digest() == before, "a refused --upgrade wrote")
     finally:
         s.close()
 

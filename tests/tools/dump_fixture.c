@@ -12,6 +12,10 @@
  *       before each call, and after the first call waiting until the file
  *       GATE exists (at most a minute): a writer another process can
  *       follow, which goes on only when the follower is there.
+ *   dump_fixture STORE chain ID [forget]
+ *       a chain continued as new: "loop" and "loop~1" continued,
+ *       "loop~2" queued; then link ID deleted, and with "forget" its
+ *       tombstone expired and removed too (kept a millisecond).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +155,22 @@ static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_text(out, NULL, "slow done");
 }
 
+/* {"left": N}: continues as new with N - 1 while N > 0. */
+static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "left");
+    int left = cJSON_IsNumber(n) ? n->valueint : 0;
+    int st = invoke_n(ctx, "leaf", left);
+    if (!st && left > 0) {
+        cJSON *next = cJSON_CreateObject();
+        cJSON_AddNumberToObject(next, "left", left - 1);
+        st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+    }
+    return st ? st : pl_steps_add_text(out, NULL, "loop done");
+}
+
 static int add(pl_registry *reg, const char *name, pl_policy_fn fn,
                bool idempotent)
 {
@@ -171,6 +191,7 @@ static pl_registry *registry(void)
         add(reg, "order", order, true) || add(reg, "boom", boom, true) ||
         add(reg, "approve", approve, true) || add(reg, "die", die, false) ||
         add(reg, "crasher", crasher, true) || add(reg, "slow", slow, true) ||
+        add(reg, "looper", looper, true) ||
         pl_registry_add_human(reg, "human")) {
         fprintf(stderr, "registry: %s\n", pl_errmsg());
         exit(1);
@@ -238,6 +259,35 @@ int main(int argc, char **argv)
             snprintf(id, sizeof id, "m-%ld", i);
             rc = start(e, id, "order", p, PL_RUN_COMPLETED);
         }
+        cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return rc;
+    }
+    if (!strcmp(argv[2], "chain") && (argc == 4 || argc == 5)) {
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.tombstone_ms = argc == 5 ? 1 : 0;
+        if (pl_engine_open(&e, path, reg, &eo)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "left", 2);
+        pl_outcome *o = NULL;
+        pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+        po.older_than_ms = 3600 * 1000; /* nothing: tombstones expire */
+        struct timespec ms2 = {0, 2 * 1000000};
+        uint64_t n = 0;
+        rc = start(e, "loop", "looper", p, PL_RUN_CONTINUED);
+        if (!rc &&
+            (pl_run_continue(&o, e, "loop~1", NULL) ||
+             o->status != PL_RUN_CONTINUED || pl_run_delete(e, argv[3]) ||
+             (argc == 5 &&
+              (nanosleep(&ms2, NULL) || pl_engine_prune(e, &po, &n))))) {
+            fprintf(stderr, "chain: %s\n", pl_errmsg());
+            rc = 1;
+        }
+        pl_outcome_free(o);
         cJSON_Delete(p);
         pl_engine_close(e);
         pl_registry_free(reg);

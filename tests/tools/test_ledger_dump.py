@@ -234,6 +234,51 @@ class ChainTest(Base):
         self.assertIn('no run "nope"', err)
 
 
+    def chain(self, deleted, *forget):
+        d = tempfile.mkdtemp(prefix="pl-chain-", dir=self.tmp)
+        subprocess.run([FIXTURE, d, "chain", deleted, *forget], check=True,
+                       timeout=60)
+        return d
+
+    def links(self, store, run):
+        out = self.ok(store, "--run", run, "--chain", "--format", "jsonl")
+        return [(r["id"], r["status"], "deleted" in r)
+                for r in map(json.loads, out.splitlines())]
+
+    def test_a_chain_whose_links_were_deleted(self):
+        """A deleted link (pruned, as continued links are once old) is
+        shown as deleted, and the chain goes on past it to its last link,
+        whichever link is asked; a link whose tombstone is gone too is
+        left out."""
+        whole = [("loop", "continued"), ("loop~1", "continued"),
+                 ("loop~2", "submitted")]
+        for deleted in ("loop", "loop~1"):
+            store = self.chain(deleted)
+            want = [(i, s, i == deleted) for i, s in whole]
+            for run in ("loop", "loop~1", "loop~2"):
+                self.assertEqual(self.links(store, run), want, (deleted, run))
+            for run in ("loop", "loop~2"):  # one of them deleted
+                doc = json.loads(self.ok(store, "--run", run, "--chain",
+                                         "--format", "json"))
+                self.assertEqual([r["id"] for r in doc["chain"]],
+                                 [i for i, _ in whole])
+                lines = self.ok(store, "--run", run, "--chain").splitlines()
+                self.assertEqual([l[2:].split()[0] for l in lines],
+                                 [i for i, _ in whole])
+                self.assertEqual([l[:2] for l in lines],
+                                 ["* " if i == run else "  "
+                                  for i, _ in whole])
+                self.assertIn("deleted on ",
+                              lines[[i for i, _ in whole].index(deleted)])
+        store = self.chain("loop", "forget")
+        for run in ("loop~1", "loop~2"):
+            self.assertEqual(self.links(store, run),
+                             [(i, s, False) for i, s in whole[1:]], run)
+        rc, out, err = dump(store, "--run", "loop", "--chain")
+        self.assertEqual((rc, out), (2, ""))
+        self.assertIn('no run "loop"', err)
+
+
 class VerifyStatsTest(Base):
     def test_verify_clean(self):
         out = self.ok(self.store, "--verify")
