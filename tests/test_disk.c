@@ -86,6 +86,17 @@ typedef struct report {
     pl_run_status done; /* the outcome's status */
 } report;
 
+/* A child that reports through a pipe: fds[1] the child's (its end of
+ * fds[0] closed), fds[0] the parent's (fds[1] closed); fork()'s pid. */
+static pid_t fork_reporting(int fds[2])
+{
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    close(fds[pid == 0 ? 0 : 1]);
+    return pid;
+}
+
 static void send_report(int fd, const report *r)
 {
     ssize_t w = write(fd, r, sizeof *r);
@@ -122,6 +133,20 @@ static void count_effects(int counts[N_CALLS])
     fclose(f);
 }
 
+/* In a child: SIGXFSZ ignored, and the process's file size limit set to
+ * the size of the file at @p path (the one before in *old); false on a
+ * failure. */
+static bool limit_to_size(const char *path, struct rlimit *old)
+{
+    struct stat sb;
+    signal(SIGXFSZ, SIG_IGN);
+    if (stat(path, &sb) || getrlimit(RLIMIT_FSIZE, old))
+        return false;
+    struct rlimit lim = *old;
+    lim.rlim_cur = (rlim_t)sb.st_size;
+    return setrlimit(RLIMIT_FSIZE, &lim) == 0;
+}
+
 /*
  * In a child, with SIGXFSZ ignored and the file size limit at the data
  * file's size, the run's commit that must grow the file fails: PL_ENOSPC,
@@ -136,26 +161,17 @@ Test(disk, a_data_file_that_cannot_grow_is_enospc_and_the_run_goes_on,
     snprintf(g_log, sizeof g_log, "%s.effects", path);
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         pl_engine *e = NULL;
         pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
         if (pl_engine_open(&e, path, reg, &o))
             _exit(4);
-        struct stat sb;
-        struct rlimit old, lim;
-        signal(SIGXFSZ, SIG_IGN);
-        if (stat(path, &sb) || getrlimit(RLIMIT_FSIZE, &old))
+        struct rlimit old;
+        if (!limit_to_size(path, &old))
             _exit(5);
-        lim = old;
-        lim.rlim_cur = (rlim_t)sb.st_size;
-        if (setrlimit(RLIMIT_FSIZE, &lim))
-            _exit(6);
         cJSON *p = cJSON_CreateObject();
         pl_action a = {PL_ACTION_VERSION, "many", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
@@ -176,7 +192,6 @@ Test(disk, a_data_file_that_cannot_grow_is_enospc_and_the_run_goes_on,
         pl_engine_close(e);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     cr_assert_eq(r.first, PL_ENOSPC, "the start gave %s: %s",
                  pl_status_name(r.first), r.msg);
@@ -277,27 +292,17 @@ Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
     cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
         o.on_event = on_store_event;
         o.durability = PL_DURABILITY_PROCESS; /* no fsync: the test's time */
         e = NULL;
-        struct stat sb;
-        struct rlimit old, lim;
-        signal(SIGXFSZ, SIG_IGN);
-        if (pl_engine_open(&e, path, reg, &o) || stat(path, &sb) ||
-            getrlimit(RLIMIT_FSIZE, &old))
-            _exit(4);
-        lim = old;
-        lim.rlim_cur = (rlim_t)sb.st_size;
+        struct rlimit old;
         pthread_t th;
-        if (setrlimit(RLIMIT_FSIZE, &lim) ||
+        if (pl_engine_open(&e, path, reg, &o) || !limit_to_size(path, &old) ||
             pthread_create(&th, NULL, run_worker, e))
-            _exit(5);
+            _exit(4);
         struct timespec nap = {0, 5 * 1000000L};
         for (int i = 0; i < 12000 && !events_seen(false); i++)
             nanosleep(&nap, NULL);
@@ -315,7 +320,6 @@ Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
         ssize_t w = write(fds[1], &g_wr, sizeof g_wr);
         _exit(w == (ssize_t)sizeof g_wr ? 0 : 3);
     }
-    close(fds[1]);
     worker_report r;
     memset(&r, 0, sizeof r);
     ssize_t got = read(fds[0], &r, sizeof r);
@@ -378,11 +382,8 @@ Test(disk, a_store_that_may_not_be_written_is_eacces)
     cr_assert_eq(chmod(lock, 0666), 0);
 
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (root && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
@@ -400,7 +401,6 @@ Test(disk, a_store_that_may_not_be_written_is_eacces)
         pl_engine_close(ce);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     cr_assert_eq(r.first, PL_EACCES, "opening to write gave %s: %s",
                  pl_status_name(r.first), r.msg);
@@ -460,11 +460,8 @@ Test(disk, a_full_file_system_is_enospc_and_the_run_goes_on, .timeout = 300)
     snprintf(g_log, sizeof g_log, "%s.effects", dir); /* outside the tmpfs */
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (!own_tmpfs(dir, "2m")) {
@@ -497,7 +494,6 @@ Test(disk, a_full_file_system_is_enospc_and_the_run_goes_on, .timeout = 300)
         pl_engine_close(e);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     if (r.first == NO_NAMESPACE) {
         pl_registry_free(reg);
@@ -535,11 +531,8 @@ Test(disk, a_read_only_file_system_is_eacces)
     snprintf(path, sizeof path, "%s/store.db", dir);
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (!own_tmpfs(dir, "16m")) {
@@ -586,7 +579,6 @@ Test(disk, a_read_only_file_system_is_eacces)
         cJSON_Delete(p);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     if (r.first == NO_NAMESPACE) {
         pl_registry_free(reg);
