@@ -114,7 +114,8 @@ typedef struct pl_run_options {
     int priority;
     /**
      * pl_run_submit() only (since version 4): the run's concurrency key, 1
-     * to PL_MAX_FLOW_KEY bytes of text (NULL: none).  Workers, in every
+     * to PL_MAX_FLOW_KEY bytes of UTF-8 with no control characters (NULL:
+     * none).  Workers, in every
      * process and on every host sharing the store, execute at most
      * concurrency_limit runs with the same key at once; a run over the
      * limit waits in the queue, holding no worker.  One customer's runs

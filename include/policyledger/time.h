@@ -443,7 +443,8 @@ typedef struct pl_schedule {
      */
     int priority;                /**< -PL_PRIORITY_MAX..PL_PRIORITY_MAX;
                                       0 by default */
-    const char *concurrency_key; /**< 1..PL_MAX_FLOW_KEY bytes; NULL: none */
+    const char *concurrency_key; /**< 1..PL_MAX_FLOW_KEY bytes of UTF-8,
+                                      no control characters; NULL: none */
     unsigned concurrency_limit;  /**< with the key: 1 or more; else 0 */
     /** The run must end within this many ms of its tick (its deadline,
      *  pl_run_options.deadline_ms, is the tick plus this); 0 = none. */
