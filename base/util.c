@@ -195,7 +195,7 @@ static size_t utf8_len(const unsigned char *p)
     return n;
 }
 
-bool pl__name_ok(const char *s)
+bool pl__text_ok(const char *s, size_t max)
 {
     if (!s || !*s)
         return false;
@@ -208,11 +208,13 @@ bool pl__name_ok(const char *s)
         if (!k)
             return false;
         n += k;
-        if (n > PL_MAX_NAME)
+        if (n > max)
             return false;
     }
     return true;
 }
+
+bool pl__name_ok(const char *s) { return pl__text_ok(s, PL_MAX_NAME); }
 
 bool pl__run_id_ok(const char *s)
 {

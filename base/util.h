@@ -223,8 +223,11 @@ PL__HIDDEN char *pl__strndup(const char *s, size_t n);
 /* printf into a new string; NULL on OOM. */
 PL__HIDDEN char *pl__asprintf(const char *fmt, ...) PL__PRINTF(1, 2);
 
-/* A valid policy/actor name: 1..PL_MAX_NAME bytes of UTF-8, no control
- * characters. */
+/* 1..@p max bytes of well-formed UTF-8 with no control characters: what
+ * the store may keep as text (PostgreSQL's text refuses other bytes) and
+ * the tools may print on a line. */
+PL__HIDDEN bool pl__text_ok(const char *s, size_t max);
+/* A valid policy/actor name: pl__text_ok() within PL_MAX_NAME. */
 PL__HIDDEN bool pl__name_ok(const char *s);
 /* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]. */
 PL__HIDDEN bool pl__run_id_ok(const char *s);

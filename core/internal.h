@@ -27,6 +27,8 @@
  *     wait.c         sleeps, waits for events, cancellation, deadlines,
  *                    a cancelled or parked run's end
  *                    (wait.h)
+ *     deliver.c      pl_run_signal, pl_run_cancel: an event or a
+ *                    cancellation put in a run's inbox
  *     continued.c    a run continued as new: its successor (run.h)
  *     commit.c       a run's pending steps made durable; the sync points
  *                    (commit.h)
@@ -335,6 +337,11 @@ PL__HIDDEN bool pl__owner_alive(pl_engine *e, const pl__run_state *st);
 /* ---- runs and invocations ------------------------------------------------------- */
 
 #define PL__PATH_MAX (2 + PL_MAX_DEPTH * 11)
+
+/* The latest wake time of a wait, and the latest deadline of a run: the
+ * wait step records its wake time as a JSON number, exact up to 2^53 (the
+ * year 287396), and the tools show both as times. */
+#define PL__TIME_MAX_MS (INT64_C(1) << 53)
 #define PL__HEARTBEAT_US                                                       \
     1000000 /* how often a running run's state is
                                     rewritten */

@@ -166,7 +166,9 @@ typedef struct pl_mcp_options {
     /** A file the server's standard error is appended to; NULL: the
      *  engine's own standard error. */
     const char *stderr_path;
-    long timeout_ms;       /**< one request's longest wait; 0 = 30000 */
+    /** One request's longest wait; 0 = 30000.  Both timeouts: past 2^40
+     *  ms (34 years), one that never comes. */
+    long timeout_ms;
     long start_timeout_ms; /**< the handshake's and tools/list's; 0 = 60000 */
     size_t max_message_bytes; /**< longest message read; 0 = 4 MiB, at most
                                    256 MiB.  Keep results below the

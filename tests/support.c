@@ -194,6 +194,21 @@ void t_copy_file(const char *from, const char *to)
     close(out);
 }
 
+int t_count_lines(const char *path, const char *line)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[512];
+    int n = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        n += !strcmp(buf, line);
+    }
+    fclose(f);
+    return n;
+}
+
 void t_store_copy(const char *to, const char *from)
 {
 #if PL_WITH_POSTGRESQL

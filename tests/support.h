@@ -92,6 +92,8 @@ void t_pg_copy(const char *to, const char *from);
 void t_pg_refill(const char *to, const char *from);
 /* Copy a file (a missing @p from copies nothing). */
 void t_copy_file(const char *from, const char *to);
+/* How many lines of the file at @p path are @p line (a missing file: 0). */
+int t_count_lines(const char *path, const char *line);
 /* Skip the test in a build without libcurl (PL_WITH_CURL=OFF): it speaks
  * HTTP. */
 #define t_needs_curl()                                                         \

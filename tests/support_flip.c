@@ -42,17 +42,7 @@ int t_flip_eff(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 
 int t_flip_counted(const char *path, const char *k)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char line[128];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += strcmp(line, k) == 0;
-    }
-    fclose(f);
-    return n;
+    return t_count_lines(path, k);
 }
 
 char *t_flip_slurp(const char *path, size_t *len)

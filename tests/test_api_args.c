@@ -184,6 +184,11 @@ Test(api_args, engine_and_runs)
     (&(pl_schedule){PL_SCHEDULE_VERSION, "s", "* * * * *", NULL, "echo", NULL, \
                     PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, 0, (prio), (key),    \
                     (limit), (deadline_in)})
+/* A schedule whose ticks count from @p start */
+#define SCHED_START(start)                                                     \
+    (&(pl_schedule){PL_SCHEDULE_VERSION, "s", "* * * * *", NULL, "echo", NULL, \
+                    PL_OVERLAP_SKIP, PL_CATCH_UP_SKIP, 0, (start), 0, NULL, 0, \
+                    0})
 #define WORKER_V(v) WORKER_RETAIN(v, 0, 0)
 #define WORKER_RETAIN(v, ms, failed_ms)                                        \
     (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, (ms), (failed_ms)})
@@ -254,6 +259,9 @@ static void pool_task(pl_engine *e, void *user)
     X(sched_limit_key, PL_EINVAL, "concurrency_key", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, NULL, 1, 0))) \
     X(sched_key_empty, PL_EINVAL, "concurrency key", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, "", 1, 0))) \
     X(sched_deadline, PL_EINVAL, "deadline_in_ms", OUT_ANY, pl_schedule_put(f->e, SCHED_RUN(0, NULL, 0, -1))) \
+    X(sched_start_neg, PL_EINVAL, "start_ms", OUT_ANY, pl_schedule_put(f->e, SCHED_START(-1))) \
+    X(sched_start_9000, PL_EINVAL, "start_ms", OUT_ANY, pl_schedule_put(f->e, SCHED_START(221845392000000LL))) \
+    X(sched_start_max, PL_EINVAL, "start_ms", OUT_ANY, pl_schedule_put(f->e, SCHED_START(INT64_MAX))) \
     X(sched_del_eng, PL_EINVAL, "engine", OUT_ANY, pl_schedule_delete(NULL, "s"))         \
     X(sched_del_name, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, NULL))         \
     X(sched_del_ctrl, PL_EINVAL, "name", OUT_ANY, pl_schedule_delete(f->e, CTRL_ID))      \

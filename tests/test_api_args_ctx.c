@@ -322,10 +322,13 @@ static int g_version;
     X(sleep_huge, PL_EINVAL, "ms", OUT_ANY, GOES, pl_ctx_sleep(f->ctx, INT64_MAX))              \
     X(sleep_ctx, PL_EINVAL, "ctx", OUT_ANY, GOES, pl_ctx_sleep(NULL, 10))                   \
     X(sleep_until_neg, PL_EINVAL, "negative", OUT_ANY, GOES, pl_ctx_sleep_until(f->ctx, -1))     \
+    X(sleep_past_2_53, PL_EINVAL, "2^53", OUT_ANY, GOES, pl_ctx_sleep(f->ctx, (INT64_C(1) << 53) + 1)) \
+    X(sleep_until_huge, PL_EINVAL, "2^53", OUT_ANY, GOES, pl_ctx_sleep_until(f->ctx, INT64_MAX)) \
     X(wait_name, PL_EINVAL, "name", OUT_ZERO, GOES, pl_ctx_wait_event(&f->out.json, f->ctx, NULL, 0)) \
     X(wait_name_utf8, PL_EINVAL, "name", OUT_ZERO, GOES, pl_ctx_wait_event(&f->out.json, f->ctx, BAD_UTF8, 0)) \
     X(wait_timeout_neg, PL_EINVAL, "timeout", OUT_ZERO, GOES, pl_ctx_wait_event(&f->out.json, f->ctx, "ev", -5)) \
     X(wait_timeout_huge, PL_EINVAL, "timeout", OUT_ZERO, GOES, pl_ctx_wait_event(&f->out.json, f->ctx, "ev", INT64_MAX)) \
+    X(wait_timeout_past_2_53, PL_EINVAL, "2^53", OUT_ZERO, GOES, pl_ctx_wait_event(&f->out.json, f->ctx, "ev", (INT64_C(1) << 53) + 1)) \
     X(deadline_neg, PL_EINVAL, "deadline", OUT_ANY, GOES, pl_ctx_set_deadline(f->ctx, -5))      \
     X(deadline_ctx, PL_EINVAL, "ctx", OUT_ANY, GOES, pl_ctx_set_deadline(NULL, 5))          \
     X(next_call, PL_EINVAL, "next", OUT_ANY, GOES, pl_next_call(NULL, f->ctx, ACT("echo", f->obj), g_out))

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -84,6 +86,17 @@ typedef struct report {
     pl_run_status done; /* the outcome's status */
 } report;
 
+/* A child that reports through a pipe: fds[1] the child's (its end of
+ * fds[0] closed), fds[0] the parent's (fds[1] closed); fork()'s pid. */
+static pid_t fork_reporting(int fds[2])
+{
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    close(fds[pid == 0 ? 0 : 1]);
+    return pid;
+}
+
 static void send_report(int fd, const report *r)
 {
     ssize_t w = write(fd, r, sizeof *r);
@@ -120,6 +133,20 @@ static void count_effects(int counts[N_CALLS])
     fclose(f);
 }
 
+/* In a child: SIGXFSZ ignored, and the process's file size limit set to
+ * the size of the file at @p path (the one before in *old); false on a
+ * failure. */
+static bool limit_to_size(const char *path, struct rlimit *old)
+{
+    struct stat sb;
+    signal(SIGXFSZ, SIG_IGN);
+    if (stat(path, &sb) || getrlimit(RLIMIT_FSIZE, old))
+        return false;
+    struct rlimit lim = *old;
+    lim.rlim_cur = (rlim_t)sb.st_size;
+    return setrlimit(RLIMIT_FSIZE, &lim) == 0;
+}
+
 /*
  * In a child, with SIGXFSZ ignored and the file size limit at the data
  * file's size, the run's commit that must grow the file fails: PL_ENOSPC,
@@ -134,26 +161,17 @@ Test(disk, a_data_file_that_cannot_grow_is_enospc_and_the_run_goes_on,
     snprintf(g_log, sizeof g_log, "%s.effects", path);
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         pl_engine *e = NULL;
         pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
         if (pl_engine_open(&e, path, reg, &o))
             _exit(4);
-        struct stat sb;
-        struct rlimit old, lim;
-        signal(SIGXFSZ, SIG_IGN);
-        if (stat(path, &sb) || getrlimit(RLIMIT_FSIZE, &old))
+        struct rlimit old;
+        if (!limit_to_size(path, &old))
             _exit(5);
-        lim = old;
-        lim.rlim_cur = (rlim_t)sb.st_size;
-        if (setrlimit(RLIMIT_FSIZE, &lim))
-            _exit(6);
         cJSON *p = cJSON_CreateObject();
         pl_action a = {PL_ACTION_VERSION, "many", p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
@@ -174,7 +192,6 @@ Test(disk, a_data_file_that_cannot_grow_is_enospc_and_the_run_goes_on,
         pl_engine_close(e);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     cr_assert_eq(r.first, PL_ENOSPC, "the start gave %s: %s",
                  pl_status_name(r.first), r.msg);
@@ -199,6 +216,142 @@ Test(disk, a_data_file_that_cannot_grow_is_enospc_and_the_run_goes_on,
                   "only the call in flight at the failure may run "
                   "again");
     cr_assert_eq(twice, 1, "the limit was met before the run's end");
+    pl_registry_free(reg);
+}
+
+/* ---- a worker on a full store ------------------------------------------ */
+
+typedef struct worker_report {
+    int lost, back;     /* PL_EVENT_STORE_LOST and _BACK seen */
+    int lost_status;    /* the first loss's status */
+    char lost_msg[512]; /* and its cause */
+    int rc;             /* pl_worker_run()'s */
+    pl_run_status done; /* the run's status at the end */
+} worker_report;
+
+static worker_report g_wr;
+static pthread_mutex_t g_wr_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_store_event(const pl_event *ev, void *user)
+{
+    (void)user;
+    pthread_mutex_lock(&g_wr_mu);
+    if (ev->kind == PL_EVENT_STORE_LOST && !g_wr.lost++) {
+        g_wr.lost_status = ev->status;
+        snprintf(g_wr.lost_msg, sizeof g_wr.lost_msg, "%s",
+                 ev->detail ? ev->detail : "");
+    }
+    g_wr.back += ev->kind == PL_EVENT_STORE_BACK;
+    pthread_mutex_unlock(&g_wr_mu);
+}
+
+static int events_seen(bool back)
+{
+    pthread_mutex_lock(&g_wr_mu);
+    int n = back ? g_wr.back : g_wr.lost;
+    pthread_mutex_unlock(&g_wr_mu);
+    return n;
+}
+
+static void *run_worker(void *e)
+{
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 10;
+    g_wr.rc = pl_worker_run(e, &wo);
+    return NULL;
+}
+
+/* Run @p id's status, 0 if it cannot be read (no assertion: a child's). */
+static pl_run_status stored_status(pl_engine *e, const char *id)
+{
+    pl_run_info *ri = NULL;
+    pl_run_status s = pl_run_get(&ri, e, id) ? 0 : ri->status;
+    pl_run_info_free(ri);
+    return s;
+}
+
+/*
+ * A worker whose store is full (the file size limit, as above) says so
+ * once, PL_EVENT_STORE_LOST with PL_ENOSPC and a cause that names it, and
+ * once more when the store has room again; then it finishes the run the
+ * failure cut off, at once (not when its lease runs out), each call made
+ * once but the one in flight.  The store stays full for 300 ms: the worker
+ * tries again less often each time (10, 20, 40 ms... with polls of 10 ms),
+ * each try making the call in flight again before its commit fails, and
+ * says nothing more until a run goes through.
+ */
+Test(disk, a_worker_on_a_full_store_says_so_and_goes_on, .timeout = 300)
+{
+    const char *path = t_store_path();
+    snprintf(g_log, sizeof g_log, "%s.effects", path);
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    pl_action a = {PL_ACTION_VERSION, "many", pl_json_empty(), NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "big";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    int fds[2];
+    pid_t pid = fork_reporting(fds);
+    if (pid == 0) {
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.on_event = on_store_event;
+        o.durability = PL_DURABILITY_PROCESS; /* no fsync: the test's time */
+        e = NULL;
+        struct rlimit old;
+        pthread_t th;
+        if (pl_engine_open(&e, path, reg, &o) || !limit_to_size(path, &old) ||
+            pthread_create(&th, NULL, run_worker, e))
+            _exit(4);
+        struct timespec nap = {0, 5 * 1000000L};
+        for (int i = 0; i < 12000 && !events_seen(false); i++)
+            nanosleep(&nap, NULL);
+        struct timespec full = {0, 300 * 1000000L}; /* the store stays full */
+        nanosleep(&full, NULL);
+        if (setrlimit(RLIMIT_FSIZE, &old))
+            _exit(6);
+        for (int i = 0;
+             i < 12000 && stored_status(e, "big") != PL_RUN_COMPLETED; i++)
+            nanosleep(&nap, NULL);
+        pl_worker_stop(e);
+        pthread_join(th, NULL);
+        g_wr.done = stored_status(e, "big");
+        pl_engine_close(e);
+        ssize_t w = write(fds[1], &g_wr, sizeof g_wr);
+        _exit(w == (ssize_t)sizeof g_wr ? 0 : 3);
+    }
+    worker_report r;
+    memset(&r, 0, sizeof r);
+    ssize_t got = read(fds[0], &r, sizeof r);
+    close(fds[0]);
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+              "the child failed (status %#x)", ws);
+    cr_assert_eq(got, (ssize_t)sizeof r, "no report from the child");
+    cr_assert_eq(r.lost, 1, "the worker said %d times that it lost the store",
+                 r.lost);
+    cr_assert_eq(r.lost_status, PL_ENOSPC, "%s: %s",
+                 pl_status_name(r.lost_status), r.lost_msg);
+    cr_assert(strstr(r.lost_msg, "RLIMIT_FSIZE") && strstr(r.lost_msg, path),
+              "the cause names the limit and the store: %s", r.lost_msg);
+    cr_assert_eq(r.back, 1, "the store back: said %d times", r.back);
+    cr_assert_eq(r.rc, PL_OK);
+    cr_assert_eq(r.done, PL_RUN_COMPLETED);
+
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_run_verify(e, "big"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    int counts[N_CALLS], again = 0;
+    count_effects(counts);
+    for (int i = 0; i < N_CALLS; i++) {
+        /* the call in flight: once, once more at each try (about six in
+         * 300 ms), and once the store took it */
+        cr_assert(counts[i] >= 1 && counts[i] <= 10, "call %d ran %d times", i,
+                  counts[i]);
+        again += counts[i] > 1;
+    }
+    cr_assert_leq(again, 1, "only the call in flight may run again");
     pl_registry_free(reg);
 }
 
@@ -229,11 +382,8 @@ Test(disk, a_store_that_may_not_be_written_is_eacces)
     cr_assert_eq(chmod(lock, 0666), 0);
 
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (root && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
@@ -251,7 +401,6 @@ Test(disk, a_store_that_may_not_be_written_is_eacces)
         pl_engine_close(ce);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     cr_assert_eq(r.first, PL_EACCES, "opening to write gave %s: %s",
                  pl_status_name(r.first), r.msg);
@@ -311,11 +460,8 @@ Test(disk, a_full_file_system_is_enospc_and_the_run_goes_on, .timeout = 300)
     snprintf(g_log, sizeof g_log, "%s.effects", dir); /* outside the tmpfs */
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (!own_tmpfs(dir, "2m")) {
@@ -348,7 +494,6 @@ Test(disk, a_full_file_system_is_enospc_and_the_run_goes_on, .timeout = 300)
         pl_engine_close(e);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     if (r.first == NO_NAMESPACE) {
         pl_registry_free(reg);
@@ -386,11 +531,8 @@ Test(disk, a_read_only_file_system_is_eacces)
     snprintf(path, sizeof path, "%s/store.db", dir);
     pl_registry *reg = registry();
     int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
+    pid_t pid = fork_reporting(fds);
     if (pid == 0) {
-        close(fds[0]);
         report r;
         memset(&r, 0, sizeof r);
         if (!own_tmpfs(dir, "16m")) {
@@ -437,7 +579,6 @@ Test(disk, a_read_only_file_system_is_eacces)
         cJSON_Delete(p);
         send_report(fds[1], &r);
     }
-    close(fds[1]);
     report r = receive(fds[0], pid);
     if (r.first == NO_NAMESPACE) {
         pl_registry_free(reg);

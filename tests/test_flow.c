@@ -315,6 +315,19 @@ Test(flow, options_out_of_range_are_refused)
     long_key[sizeof long_key - 1] = '\0';
     ro.concurrency_key = long_key;
     cr_assert_eq(pl_run_submit(&id, e, &root, &ro), PL_EINVAL);
+    /* a key is text, on both stores (PostgreSQL keeps it as text: bytes
+     * that are not UTF-8 failed the submit there as a store error) */
+    static const char *const bad_keys[] = {"\xff\xfe", "a\nb", "\x7f"};
+    for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
+        ro.concurrency_key = bad_keys[i];
+        cr_assert_eq(pl_run_submit(&id, e, &root, &ro), PL_EINVAL, "key %zu",
+                     i);
+        cr_assert(strstr(pl_errmsg(), "UTF-8"), "%s", pl_errmsg());
+    }
+    ro.concurrency_key = "t\xc3\xa9nant 7";
+    cr_assert_eq(pl_run_submit(&id, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    free(id);
+    id = NULL;
     ro.concurrency_key = NULL;
     cr_assert_eq(pl_run_submit(&id, e, &root, &ro), PL_EINVAL);
     cr_assert(strstr(pl_errmsg(), "concurrency_key"), "%s", pl_errmsg());

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <policyledger_mcp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -211,6 +212,9 @@ Test(mcp, a_server_that_exits_or_never_answers_fails_registration)
 Test(mcp, a_server_that_dies_is_started_again_at_the_next_call)
 {
     pl_mcp_options o = quiet();
+    /* timeouts that never come: the deadlines made of them at the
+     * registration, the calls and the restart do not overflow */
+    o.timeout_ms = o.start_timeout_ms = LONG_MAX;
     open_fake("ok", &o);
     /* a server that exits, then one that closes its output, alive */
     const char *const deaths[][3] = {

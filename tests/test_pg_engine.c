@@ -646,19 +646,42 @@ Test(pg, connection_loss_is_estore_and_the_run_continues)
 }
 
 /* Under every durability mode, a second engine in another process sees
- * what the first committed. */
+ * what the first committed, and each mode's commits ran with the
+ * synchronous_commit the guide's table gives it (sync and group on,
+ * process off): a trigger on the store's steps records the setting of the
+ * session that inserts them. */
 Test(pg, durability_modes_commit)
 {
     char *uri = t_pg_store_uri("t_modes");
     pl_registry *reg = registry();
+    pl_engine_close(t_engine(uri, reg, PL_DURABILITY_SYNC)); /* the schema */
+    pg_admin_exec("CREATE TABLE public.t_modes_seen (v text)");
+    pg_admin_exec("CREATE FUNCTION public.t_modes_probe() RETURNS trigger "
+                  "LANGUAGE plpgsql AS $$BEGIN INSERT INTO "
+                  "public.t_modes_seen VALUES "
+                  "(current_setting('synchronous_commit')); RETURN NULL; "
+                  "END$$");
+    pg_admin_exec("CREATE TRIGGER probe AFTER INSERT ON t_modes.steps FOR "
+                  "EACH STATEMENT EXECUTE FUNCTION public.t_modes_probe()");
     pl_durability modes[] = {PL_DURABILITY_SYNC, PL_DURABILITY_GROUP,
                              PL_DURABILITY_PROCESS};
+    static const char *const want[] = {"on", "on", "off"};
     for (int i = 0; i < 3; i++) {
         pl_engine *e = t_engine(uri, reg, modes[i]);
         char id[16];
         snprintf(id, sizeof id, "m-%d", i);
         pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", id));
         pl_engine_close(e);
+        cr_expect_gt(t_pg_number("SELECT count(*) FROM public.t_modes_seen"), 0,
+                     "mode %d inserted no steps", i);
+        char sql[128];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM public.t_modes_seen WHERE v <> '%s'",
+                 want[i]);
+        cr_expect_eq(t_pg_number(sql), 0,
+                     "mode %d committed without synchronous_commit = %s", i,
+                     want[i]);
+        pg_admin_exec("DELETE FROM public.t_modes_seen");
     }
     pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
     seen_runs s = {0};
@@ -745,7 +768,7 @@ Test(pg, read_only_and_statistics)
 /* The guide: postgres:// is postgresql://; without schema= the store is
  * the schema "policyledger", made of the tables meta, runs, state, steps
  * and leases and the sequence run_num; a schema name is
- * [a-z_][a-z0-9_]*. */
+ * [a-z_][a-z0-9_]*, not beginning with pg_. */
 Test(pg, the_default_schema_the_short_scheme_and_schema_names)
 {
     pl_registry *reg = registry();
@@ -777,12 +800,16 @@ Test(pg, the_default_schema_the_short_scheme_and_schema_names)
     free(shorter);
     free(uri);
 
-    static const char *const bad[] = {"9lives", "a-b", "a.b", "ab c", "Abc"};
+    /* pg_ begins the names PostgreSQL keeps for itself (pg_temp is a
+     * session's own temporary schema): refused before any connection, as a
+     * bad argument, not as a store that failed */
+    static const char *const bad[] = {
+        "9lives", "a-b", "a.b", "ab c", "Abc", "pg_temp", "pg_x", "pg_catalog"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uri = t_pg_store_uri(bad[i]);
         e = NULL;
-        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL, "%s",
-                     bad[i]);
+        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_EINVAL, "%s: %s",
+                     bad[i], pl_errmsg());
         cr_expect_null(e);
         free(uri);
     }

@@ -140,6 +140,14 @@ Test(rate, bad_arguments_are_refused)
     memset(name, 'n', sizeof name - 1);
     name[sizeof name - 1] = '\0';
     cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, name, 1, 10), PL_EINVAL);
+    /* a name is text, on both stores */
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "\xff\xfe", 1, 10),
+                 PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "UTF-8"), "%s", pl_errmsg());
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "a\nb", 1, 10), PL_EINVAL);
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "caf\xc3\xa9", 1, 10), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert(ok);
 
     pl_decorator d;
     pl_rate_limit_options o = PL_RATE_LIMIT_OPTIONS_INIT;
@@ -147,6 +155,11 @@ Test(rate, bad_arguments_are_refused)
     cr_assert_eq(pl_decorator_rate_limit(&d, NULL), PL_EINVAL);
     cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL); /* no name */
     cr_assert(strstr(pl_errmsg(), "resource"), "%s", pl_errmsg());
+    o.resource = "\xff";
+    o.limit = 1;
+    cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL); /* not text */
+    cr_assert(strstr(pl_errmsg(), "UTF-8"), "%s", pl_errmsg());
+    o.limit = 0;
     o.resource = "r";
     cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL); /* limit 0 */
     o.limit = 1;

@@ -214,6 +214,9 @@ Test(rate_units, bad_arguments_are_refused)
     cr_assert_eq(pl_rate_take_units(&g, NULL, "x", "tokens", 10, 10, 1),
                  PL_EINVAL);
     cr_assert_eq(pl_rate_take_units(&g, e, "", "tokens", 10, 10, 1), PL_EINVAL);
+    cr_assert_eq(pl_rate_take_units(&g, e, "\xff", "tokens", 10, 10, 1),
+                 PL_EINVAL);
+    cr_assert(strstr(pl_errmsg(), "UTF-8"), "%s", pl_errmsg());
     cr_assert_eq(pl_rate_take_units(&g, e, "x", "Tokens", 10, 10, 1),
                  PL_EINVAL);
     cr_assert(strstr(pl_errmsg(), "not a name"), "%s", pl_errmsg());

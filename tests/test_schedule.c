@@ -142,6 +142,26 @@ Test(schedule, catch_up_rules)
     s_close(e);
 }
 
+/* After a pause of years (more ticks missed than a fire walks in one go),
+ * the rules still start the latest ticks alone, the one fire finding them
+ * without walking every missed tick. */
+Test(schedule, catch_up_after_years_starts_the_latest_ticks)
+{
+    pl_engine *e = s_engine(t_store_path());
+    int64_t years = T0 - 3 * 365 * 1440 * MIN_MS;
+    put(e, "skip", "* * * * *", PL_CATCH_UP_SKIP, 0, PL_OVERLAP_ALLOW, years);
+    put(e, "latest", "* * * * *", PL_CATCH_UP_LATEST, 0, PL_OVERLAP_ALLOW,
+        years);
+    put(e, "all3", "* * * * *", PL_CATCH_UP_ALL, 3, PL_OVERLAP_ALLOW, years);
+    cr_expect_eq(fire(e, T0 + 30000), 1 + 1 + 3, "no older tick started");
+    cr_expect(tick_run(e, "skip", 0, 1));
+    cr_expect(tick_run(e, "latest", 0, 1));
+    for (int k = -2; k <= 0; k++)
+        cr_expect(tick_run(e, "all3", k, 1), "all3's tick %d", k);
+    cr_expect_eq(fire(e, T0 + 30000), 0, "the cursor is on the last tick");
+    s_close(e);
+}
+
 /* PL_CATCH_UP_SKIP starts a tick that is less than a minute late. */
 Test(schedule, skip_keeps_the_tick_on_time)
 {

@@ -244,6 +244,23 @@ Test(schedule_flow, a_ticks_run_has_the_options)
     close_engine(e);
 }
 
+/* The largest deadline a schedule takes gives its ticks' runs the latest
+ * deadline a run may have (2^53 ms), not a refused firing. */
+Test(schedule_flow, the_largest_deadline_is_the_latest_a_run_has)
+{
+    pl_engine *e = open_engine();
+    pl_schedule s = every_minute("far", "echo");
+    s.deadline_in_ms = INT64_MAX / 4;
+    put(e, &s);
+    cr_assert_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "far@2100-01-01T00:01Z"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(ri->deadline_ms, INT64_C(1) << 53);
+    pl_run_info_free(ri);
+    close_engine(e);
+}
+
 /*
  * One key, limit 1, shared by a submitted run ("ondemand"), every tick of
  * "nightly" (overlap allowed) and "skipper" (overlap skip).  While the

@@ -145,6 +145,20 @@ Test(time, bad_arguments_are_refused)
     pl_outcome *o = t_start(e, "sleeper", "{\"ms\":-5}", "neg");
     cr_expect_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
+    /* so does a wake time past 2^53 ms, which no JSON number holds
+     * exactly: refused as such, never "out of memory" leaving the run to be
+     * taken again and again */
+    const char *past[][2] = {{"sleeper", "{\"ms\":9007199254740000}"},
+                             {"waiter", "{\"name\":\"x\",\"timeout\":"
+                                        "9007199254740000}"}};
+    for (int i = 0; i < 2; i++) {
+        o = t_start(e, past[i][0], past[i][1], i ? "far-w" : "far-s");
+        cr_expect_eq(o->status, PL_RUN_FAILED, "%s: %s", past[i][0],
+                     pl_run_status_name(o->status));
+        cr_expect(o->reason && strstr(o->reason, "2^53"), "%s: %s", past[i][0],
+                  o->reason ? o->reason : "(no reason)");
+        pl_outcome_free(o);
+    }
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -829,6 +843,22 @@ Test(time, a_bad_deadline_is_refused)
     ro.deadline_in_ms = -1;
     pl_outcome *o = NULL;
     cr_expect_eq(pl_run_start(&o, e, &a, &ro), PL_EINVAL);
+    /* a deadline past 2^53 ms (it would show as 1969, or inexact in JSON),
+     * given or reached from now, by a start or a submit */
+    int64_t far[][2] = {
+        {INT64_MAX, 0}, {(INT64_C(1) << 53) + 1, 0}, {0, INT64_C(1) << 53}};
+    for (int i = 0; i < 6; i++) {
+        char *sid = NULL;
+        ro.deadline_ms = far[i / 2][0];
+        ro.deadline_in_ms = far[i / 2][1];
+        cr_expect_eq(i % 2 ? pl_run_submit(&sid, e, &a, &ro)
+                           : pl_run_start(&o, e, &a, &ro),
+                     PL_EINVAL, "%d", i);
+        cr_expect(strstr(pl_errmsg(), "2^53"), "%d: %s", i, pl_errmsg());
+        free(sid);
+    }
+    ro.deadline_ms = 0;
+    ro.deadline_in_ms = -1;
     /* version 1 options, without the deadline fields, still work */
     pl_run_options v1 = PL_RUN_OPTIONS_INIT;
     v1.version = 1;

@@ -239,20 +239,7 @@ static void shape_free(shape *sh)
     free(sh->ids);
 }
 
-static int count_effect(const char *what)
-{
-    FILE *f = fopen(g_fx, "r");
-    if (!f)
-        return 0;
-    char line[64];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += !strcmp(line, what);
-    }
-    fclose(f);
-    return n;
-}
+static int count_effect(const char *what) { return t_count_lines(g_fx, what); }
 
 static void fresh(char *store, size_t n, const char *name)
 {

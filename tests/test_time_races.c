@@ -215,6 +215,45 @@ Test(time, a_cancel_racing_completion_ends_one_way_only, .timeout = 300)
 /* Edges                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* Cancel run r->id once its last step is a wait (durable before a wait in
+ * place waits). */
+static void *cancel_at_wait(void *arg)
+{
+    racer *r = arg;
+    for (bool waits = false; !waits; nap_ms(1)) {
+        pl_steps *l = NULL;
+        if (pl_run_ledger(&l, r->e, r->id, "0") == PL_OK && pl_steps_count(l))
+            waits = pl_step_type_of(pl_steps_at(l, pl_steps_count(l) - 1)) ==
+                    PL_STEP_WAIT;
+        pl_steps_free(l);
+    }
+    r->st = pl_run_cancel(r->e, r->id, "stop");
+    return NULL;
+}
+
+/* A sleep waiting in place ends at a cancellation, as a parked one does:
+ * its wait returns PL_ECANCELLED and the call after it never runs. */
+Test(time, a_sleep_in_place_ends_at_a_cancellation)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 3600000), PL_OK);
+    racer r = {e, "inplace", 0, 0, false};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, cancel_at_wait, &r), 0);
+    pl_outcome *o = t_start(e, "sleeper", "{\"ms\":20000}", "inplace");
+    pthread_join(th, NULL);
+    cr_expect_eq(r.st, PL_OK, "%s", pl_status_name(r.st));
+    cr_expect_eq(o->status, PL_RUN_CANCELLED, "%s",
+                 pl_run_status_name(o->status));
+    cr_expect_str_eq(o->reason ? o->reason : "", "stop");
+    cr_expect_eq(t_calls.add, 0, "the call after the sleep ran");
+    pl_outcome_free(o);
+    cr_expect_eq(pl_run_verify(e, "inplace"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* "fan": two calls at once of payload.policy ("waiter" when absent), with
  * the payload: a branch cannot wait. */
 static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)

@@ -115,20 +115,7 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static int lines_of(const char *id)
-{
-    FILE *f = fopen(g_fx, "r");
-    if (!f)
-        return 0;
-    char line[256];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = '\0';
-        n += !strcmp(line, id);
-    }
-    fclose(f);
-    return n;
-}
+static int lines_of(const char *id) { return t_count_lines(g_fx, id); }
 
 static bool all_ended_of(pl_engine *e, const char *prefix, int runs)
 {

@@ -425,9 +425,38 @@ Test(workers, submit_and_worker_refuse_bad_arguments)
     cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_EINVAL);
     cr_assert(strstr(pl_errmsg(), "lease_ms"), "%s", pl_errmsg());
     eo.lease_ms = 0;
-    eo.host_id = "";
-    cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_EINVAL);
-    cr_assert(strstr(pl_errmsg(), "host id"), "%s", pl_errmsg());
+    /* a host id names a lease's holder in the store and in the tools'
+     * text and JSON: empty, longer than 255 bytes, not UTF-8 (which a
+     * PostgreSQL store's text refused at every take, read as the store
+     * lost) or with a control character (a line of its own in
+     * ledger-dump) is refused at open */
+    char longer[300];
+    memset(longer, 'h', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    static const char *const bad_hosts[] = {"", "\xff\xfe", "host\nFAKE",
+                                            "tab\there", "del\x7f"};
+    for (size_t i = 0; i <= sizeof bad_hosts / sizeof *bad_hosts; i++) {
+        eo.host_id = i < sizeof bad_hosts / sizeof *bad_hosts ? bad_hosts[i]
+                                                              : longer;
+        e = NULL;
+        cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_EINVAL,
+                     "host id %zu", i);
+        cr_assert_null(e);
+        cr_assert(strstr(pl_errmsg(), "host id"), "%s", pl_errmsg());
+    }
+    /* UTF-8, spaces and @ are fine: the queued run taken under it names it */
+    eo.host_id = "h\xc3\xb4te-1 (b@y)";
+    cr_assert_eq(pl_engine_open(&e, path, reg, &eo), PL_OK, "%s", pl_errmsg());
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "twice", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "twice"), PL_OK, "%s", pl_errmsg());
+    cr_expect_str_eq(ri->owner_host, eo.host_id);
+    pl_run_info_free(ri);
+    pl_engine_close(e);
     /* a version 2 struct ends before host_id and lease_ms: not read */
     eo.version = 2;
     eo.lease_ms = 5;

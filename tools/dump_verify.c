@@ -18,29 +18,47 @@ typedef struct verify_ctx {
     size_t runs, faults;
     cJSON *faults_json;
     char **ids;
+    char **why; /* per id: NULL, or the listing's failure at its record */
     size_t n_ids, cap_ids;
+    const char *stop_at;   /* the listing from the end: ids past this one */
+    char list_fault[1024]; /* where the listing from the start failed */
     bool oom;
 } verify_ctx;
 
-static int collect_id(const pl_run_info *ri, void *user)
+/* Add run @p id to the list, with the listing's failure at its record
+ * (@p why, or NULL). */
+static int add_id(verify_ctx *v, const char *id, const char *why)
 {
-    verify_ctx *v = user;
     if (v->n_ids == v->cap_ids) {
         size_t cap = v->cap_ids ? v->cap_ids * 2 : 64;
         char **ids = realloc(v->ids, cap * sizeof *ids);
-        if (!ids) {
+        char **whys = ids ? realloc(v->why, cap * sizeof *whys) : NULL;
+        if (ids)
+            v->ids = ids;
+        if (!whys) {
             v->oom = true;
             return 1;
         }
-        v->ids = ids;
+        v->why = whys;
         v->cap_ids = cap;
     }
-    if (!(v->ids[v->n_ids] = cli_strdup(ri->id))) {
+    v->ids[v->n_ids] = cli_strdup(id);
+    v->why[v->n_ids] = why ? cli_strdup(why) : NULL;
+    if (!v->ids[v->n_ids] || (why && !v->why[v->n_ids])) {
+        free(v->ids[v->n_ids]);
         v->oom = true;
         return 1;
     }
     v->n_ids++;
     return 0;
+}
+
+static int collect_id(const pl_run_info *ri, void *user)
+{
+    verify_ctx *v = user;
+    if (v->stop_at && strcmp(ri->id, v->stop_at) <= 0)
+        return 1; /* listed from the end: down to where the first stopped */
+    return add_id(v, ri->id, NULL);
 }
 
 static void fault(verify_ctx *v, const char *run, const char *msg)
@@ -91,6 +109,91 @@ static void verify_one(verify_ctx *v, const char *id)
     fault(v, id, msg);
 }
 
+/*
+ * The run a listing's failure names, when the listing met a run record it
+ * could not read: its message begins "run 'ID': " (pl_run_get()'s), ID a
+ * run id past @p last, the last run listed.  False when it names none (a
+ * key that is no run id, a key out of order: "naming the run after which
+ * it stands", which is @p last).
+ */
+static bool named_past(char *out, size_t cap, const char *msg, const char *last)
+{
+    if (strncmp(msg, "run '", 5))
+        return false;
+    size_t n = strcspn(msg + 5, "'");
+    if (!msg[5 + n] || n >= cap)
+        return false;
+    memcpy(out, msg + 5, n);
+    out[n] = '\0';
+    return cli_run_id_ok(out) && strcmp(out, last) > 0;
+}
+
+/*
+ * Every run's id, to verify each: a listing that fails at a run record it
+ * cannot read names that run (its fault is its own, with the listing's
+ * reason) and goes on past it; one that fails where it can name no run
+ * (a damaged key) is a fault of the store, and the runs past the damage
+ * are listed from the end, down to it.  A damaged record hides no other
+ * run from the check.
+ */
+static void list_all(verify_ctx *v)
+{
+    char cursor[PL_MAX_RUN_ID + 1] = "";
+    for (;;) {
+        pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+        ro.after = cursor;
+        int st = pl_engine_runs_from(v->e, &ro, collect_id, v);
+        if (v->oom) {
+            cli_error("out of memory");
+            return;
+        }
+        if (!st)
+            return;
+        char msg[1024], bad[PL_MAX_RUN_ID + 1];
+        snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
+        const char *last = v->n_ids ? v->ids[v->n_ids - 1] : cursor;
+        if (st == PL_ECORRUPT &&
+            named_past(bad, sizeof bad, pl_errmsg(), last)) {
+            if (add_id(v, bad, msg))
+                return;
+            snprintf(cursor, sizeof cursor, "%s", bad);
+            continue;
+        }
+        char whole[1100];
+        snprintf(whole, sizeof whole, "the run list: %s", msg);
+        fault(v, NULL, whole);
+        snprintf(v->list_fault, sizeof v->list_fault, "%s", msg);
+        break;
+    }
+    /* from the end, down to the last run listed */
+    size_t from = v->n_ids;
+    char last[PL_MAX_RUN_ID + 1];
+    snprintf(last, sizeof last, "%s", from ? v->ids[from - 1] : "");
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    ro.reverse = true;
+    v->stop_at = last;
+    int st = pl_engine_runs_from(v->e, &ro, collect_id, v);
+    v->stop_at = NULL;
+    if (v->oom) {
+        cli_error("out of memory");
+        return;
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
+    /* 1: down to the last run listed; the same damage met from the other
+     * side is said once */
+    if (st && st != 1 && strcmp(msg, v->list_fault)) {
+        char whole[1100];
+        snprintf(whole, sizeof whole, "the run list, from its end: %s", msg);
+        fault(v, NULL, whole);
+    }
+    for (size_t i = from, j = v->n_ids; j > i + 1; i++, j--) {
+        char *t = v->ids[i]; /* in the listing's order again */
+        v->ids[i] = v->ids[j - 1];
+        v->ids[j - 1] = t;
+    }
+}
+
 int cmd_verify(pl_engine *e, const opts *o)
 {
     verify_ctx v = {0};
@@ -115,17 +218,15 @@ int cmd_verify(pl_engine *e, const opts *o)
         }
         verify_one(&v, o->run); /* a broken record is a fault too */
     } else {
-        int st = pl_engine_runs(e, collect_id, &v);
-        if (v.oom) {
-            cli_error("out of memory");
-        } else if (st) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "the run list: %s: %s", pl_strerror(st),
-                     pl_errmsg());
-            fault(&v, NULL, msg);
+        list_all(&v);
+        for (size_t i = 0; i < v.n_ids && !v.oom; i++) {
+            if (v.why[i]) {
+                v.runs++;
+                fault(&v, v.ids[i], v.why[i]);
+            } else {
+                verify_one(&v, v.ids[i]);
+            }
         }
-        for (size_t i = 0; i < v.n_ids; i++)
-            verify_one(&v, v.ids[i]);
     }
     if (o->format == FMT_TEXT) {
         printf("%zu run(s) checked, %zu fault(s)\n", v.runs, v.faults);
@@ -141,9 +242,12 @@ int cmd_verify(pl_engine *e, const opts *o)
         cJSON_Delete(doc);
     }
     cJSON_Delete(v.faults_json);
-    for (size_t i = 0; i < v.n_ids; i++)
+    for (size_t i = 0; i < v.n_ids; i++) {
         free(v.ids[i]);
+        free(v.why[i]);
+    }
     free(v.ids);
+    free(v.why);
     if (v.faults)
         return CLI_EXIT_FAULT;
     return v.oom ? CLI_EXIT_STORE : CLI_EXIT_OK;

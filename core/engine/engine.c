@@ -185,9 +185,13 @@ int pl_engine_open(pl_engine **out, const char *path,
     unsigned lease_ms = opts->lease_ms;
     if (!host_id)
         host_id = getenv("PL_WORKER_HOST");
-    if (host_id && (!*host_id || strlen(host_id) > 255))
-        return pl__err(PL_EINVAL, "pl_engine_open: a host id is 1 to 255 "
-                                  "bytes (host_id or PL_WORKER_HOST)");
+    /* it names a lease's holder in the store (a PostgreSQL text column)
+     * and in the tools' lines and JSON: a name's rules */
+    if (host_id && !pl__name_ok(host_id))
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: a host id is 1 to 255 bytes of "
+                       "UTF-8 with no control characters (host_id or "
+                       "PL_WORKER_HOST)");
     if (lease_ms && lease_ms < LEASE_MS_MIN)
         return pl__err(PL_EINVAL,
                        "pl_engine_open: lease_ms %u is shorter than "

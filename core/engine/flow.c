@@ -8,6 +8,12 @@
  */
 #include "internal.h"
 
+/* A rate budget's resource is text, as a concurrency key is: the message
+ * (the function's name, PL_MAX_FLOW_KEY) when it is not. */
+#define RESOURCE_RULE                                                          \
+    "%s: a resource's name is 1 to %d bytes of UTF-8 with no control "         \
+    "characters"
+
 int pl__flow_options_ok(const pl_run_options *dst, const char *fn, bool submit)
 {
     if (!submit &&
@@ -20,10 +26,11 @@ int pl__flow_options_ok(const pl_run_options *dst, const char *fn, bool submit)
         return pl__err(PL_EINVAL, "%s: priority %d is outside -%d..%d", fn,
                        dst->priority, PL_PRIORITY_MAX, PL_PRIORITY_MAX);
     const char *k = dst->concurrency_key;
-    if (k && (!*k || strlen(k) > PL_MAX_FLOW_KEY))
+    if (k && !pl__text_ok(k, PL_MAX_FLOW_KEY))
         return pl__err(PL_EINVAL,
-                       "%s: a concurrency key is 1 to %d bytes of text", fn,
-                       PL_MAX_FLOW_KEY);
+                       "%s: a concurrency key is 1 to %d bytes of UTF-8 with "
+                       "no control characters",
+                       fn, PL_MAX_FLOW_KEY);
     if (k && !dst->concurrency_limit)
         return pl__err(PL_EINVAL,
                        "%s: concurrency key '%s' needs a concurrency_limit of "
@@ -51,10 +58,8 @@ int pl_rate_take(bool *out_admitted, int64_t *out_at_ms,
                                           : "resource");
     *out_admitted = false;
     *out_at_ms = *out_retry_at_ms = 0;
-    size_t n = strlen(resource);
-    if (n == 0 || n > PL_MAX_FLOW_KEY)
-        return pl__err(PL_EINVAL,
-                       "pl_rate_take: a resource's name is 1 to %d bytes",
+    if (!pl__text_ok(resource, PL_MAX_FLOW_KEY))
+        return pl__err(PL_EINVAL, RESOURCE_RULE, "pl_rate_take",
                        PL_MAX_FLOW_KEY);
     if (limit == 0)
         return pl__err(PL_EINVAL, "pl_rate_take: limit is 0");
@@ -84,10 +89,9 @@ static int units_args_ok(const pl_rate_grant *out, const pl_engine *e,
                                    : "unit");
     if (pl__struct_version_ok(out->version, &pl__rate_grant_layout, fn))
         return PL_EINVAL;
-    size_t n = strlen(resource), m = strlen(unit);
-    if (n == 0 || n > PL_MAX_FLOW_KEY)
-        return pl__err(PL_EINVAL, "%s: a resource's name is 1 to %d bytes", fn,
-                       PL_MAX_FLOW_KEY);
+    size_t m = strlen(unit);
+    if (!pl__text_ok(resource, PL_MAX_FLOW_KEY))
+        return pl__err(PL_EINVAL, RESOURCE_RULE, fn, PL_MAX_FLOW_KEY);
     bool name = m >= 1 && m <= PL_MAX_RATE_UNIT;
     for (size_t i = 0; name && i < m; i++)
         name = (unit[i] >= 'a' && unit[i] <= 'z') ||

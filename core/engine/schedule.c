@@ -125,6 +125,12 @@ static int check_def(const pl_schedule *s, pl__cron *c)
     if (s->start_ms < 0)
         return pl__err(PL_EINVAL, "schedule '%s': start_ms is negative",
                        s->name);
+    /* no tick is found past it: such a schedule would never fire */
+    if (s->start_ms >= PL__CRON_TIME_MAX)
+        return pl__err(PL_EINVAL,
+                       "schedule '%s': start_ms %lld is past the year 9000, "
+                       "the last a schedule ticks in",
+                       s->name, (long long)s->start_ms);
     return run_options_ok(s);
 }
 
@@ -232,6 +238,35 @@ static int64_t next_tick(const pl__cron *c, const pl__tz *z, int64_t after_ms)
 {
     int64_t t;
     return pl__cron_next(&t, c, z, after_ms < 0 ? 0 : after_ms) ? 0 : t;
+}
+
+/*
+ * The ticks after @p cursor_ms up to @p now_ms that a fire may start: the
+ * last @p keep of them in @p ring (tick k of the walk at k % keep), the
+ * last in *last; returns how many the walk met.  Only the last `keep` may
+ * start, the others being skipped for good, so the walk begins in a window
+ * before now, doubled from a minute until it holds `keep` ticks or reaches
+ * the cursor: after a pause of years a fire walks about twice the ticks it
+ * keeps, not every tick missed (a million of them, at most, took seconds
+ * and left the latest unstarted).
+ */
+static size_t due_ticks(const pl__cron *c, const pl__tz *z, int64_t cursor_ms,
+                        int64_t now_ms, int64_t *ring, size_t keep,
+                        int64_t *last)
+{
+    for (int64_t w = 60000;; w *= 2) {
+        bool all = cursor_ms >= now_ms || w >= now_ms - cursor_ms;
+        int64_t t = all ? cursor_ms : now_ms - w;
+        size_t n = 0;
+        for (size_t walked = 0; walked < TICKS_SCAN_MAX; walked++) {
+            int64_t u = next_tick(c, z, t);
+            if (!u || u > now_ms)
+                break;
+            ring[n++ % keep] = *last = t = u;
+        }
+        if (all || n >= keep)
+            return n;
+    }
 }
 
 /* A record's expression and zone, ready: PL_ECORRUPT naming the schedule
@@ -437,18 +472,13 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
     if (!pl_registry_find(e->reg, r.policy))
         goto done; /* a process that has the policy fires it */
     /* the due ticks: the last `keep` of them, and the last one */
-    size_t keep = r.catch_up == PL_CATCH_UP_ALL ? r.catch_up_max : 1, n = 0;
-    int64_t *ring = calloc(keep, sizeof *ring), t = r.cursor_ms, last = 0;
+    size_t keep = r.catch_up == PL_CATCH_UP_ALL ? r.catch_up_max : 1;
+    int64_t *ring = calloc(keep, sizeof *ring), last = 0;
     if (!ring) {
         st = pl__err(PL_ENOMEM, "out of memory");
         goto done;
     }
-    for (size_t walked = 0; walked < TICKS_SCAN_MAX; walked++) {
-        int64_t u = next_tick(&c, z, t);
-        if (!u || u > now_ms)
-            break;
-        ring[n++ % keep] = last = t = u;
-    }
+    size_t n = due_ticks(&c, z, r.cursor_ms, now_ms, ring, keep, &last);
     if (!n) {
         free(ring);
         goto done;
@@ -482,7 +512,10 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
         o.priority = r.priority;
         o.concurrency_key = r.flow_key;
         o.concurrency_limit = r.flow_limit;
-        o.deadline_ms = r.deadline_in_ms ? tick + r.deadline_in_ms : 0;
+        o.deadline_ms = !r.deadline_in_ms ? 0
+                        : r.deadline_in_ms > PL__TIME_MAX_MS - tick
+                            ? PL__TIME_MAX_MS /* the latest a run has */
+                            : tick + r.deadline_in_ms;
         /* the run, and the cursor on its tick naming it, in one commit */
         if ((st = encode_at(&rec, name, &r, tick, id)))
             break;

@@ -54,6 +54,8 @@
  * with none, it keeps being offered. */
 #define NEWER_MIN_US 100000
 #define NEWER_MAX_US 4000000
+/* the longest wait between two tries of a store that refuses writes */
+#define BACKOFF_MAX_NS 5000000000ull
 
 typedef struct worker {
     pl_engine *e;
@@ -63,9 +65,11 @@ typedef struct worker {
     int fatal; /* a read-only engine: no thread can work */
     char fatal_msg[PL__ERRMSG_MAX];
     /* the store (guarded by mu) */
-    bool down;         /* its last answer was a failure */
-    uint64_t down_ns;  /* since when */
-    pl__lease *retake; /* runs cut off by the failure: still ours */
+    bool down;        /* its last answer was a failure */
+    bool down_writes; /* one of writes refused (full, not writable) */
+    uint64_t retry_ns, backoff_ns; /* then: when a thread tries again */
+    uint64_t down_ns;              /* since when */
+    pl__lease *retake;             /* runs cut off by the failure: still ours */
     size_t n_retake, cap_retake;
     unsigned retaken;
     /* the retention rule (pl_worker_options.retain_ms, .retain_failed_ms:
@@ -97,8 +101,19 @@ static void maybe_prune(worker *w)
     pl__errmsg_restore(msg);
 }
 
-/* A failure of the store itself, not of the request. */
-static bool store_fault(int st) { return st == PL_ESTORE || st == PL_EIO; }
+/* Writes refused until the cause is gone: full (PL_ENOSPC, PL_EMAPFULL),
+ * or not writable (PL_EACCES). */
+static bool writes_refused(int st)
+{
+    return st == PL_ENOSPC || st == PL_EMAPFULL || st == PL_EACCES;
+}
+
+/* A failure of the store itself, not of the request: it stopped answering,
+ * or it refuses writes. */
+static bool store_fault(int st)
+{
+    return st == PL_ESTORE || st == PL_EIO || writes_refused(st);
+}
 
 static void store_event(pl_engine *e, pl_event_kind kind, int st,
                         const char *detail)
@@ -130,6 +145,17 @@ static void store_lost(worker *w, int st, const pl__lease *cut)
     }
     if (cut && w->n_retake < w->cap_retake)
         w->retake[w->n_retake++] = *cut; /* else it expires on its own */
+    /* writes refused: a look that answers says nothing of them, and each
+     * try of a run makes its next call again before its commit fails;
+     * one thread tries again, less often each time (write_wait()) */
+    w->down_writes = writes_refused(st);
+    if (w->down_writes) {
+        uint64_t first = (uint64_t)w->poll_ms * 1000000;
+        w->backoff_ns = !w->backoff_ns                   ? first
+                        : w->backoff_ns < BACKOFF_MAX_NS ? 2 * w->backoff_ns
+                                                         : BACKOFF_MAX_NS;
+        w->retry_ns = pl__mono_ns() + w->backoff_ns;
+    }
     if (!w->down) {
         w->down = true;
         w->down_ns = pl__mono_ns();
@@ -138,12 +164,22 @@ static void store_lost(worker *w, int st, const pl__lease *cut)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* The store answered: say so once after a failure. */
-static void store_back(worker *w)
+/* What says the store is back: a look that found nothing queued or due
+ * (with nothing cut off: nothing of the worker's waits to be written), a
+ * look that answered, or a run executed with no failure of the store. */
+typedef enum { BACK_EMPTY, BACK_LOOK, BACK_RAN } back_sign;
+
+/* The store answered: say so once after a failure.  After writes were
+ * refused, only a run executed, or a look when nothing waits to be
+ * written, says they go through again. */
+static void store_back(worker *w, back_sign sign)
 {
     pthread_mutex_lock(&w->mu);
-    if (w->down) {
+    if (w->down && (!w->down_writes || sign == BACK_RAN ||
+                    (sign == BACK_EMPTY && !w->n_retake))) {
         w->down = false;
+        w->down_writes = false;
+        w->backoff_ns = 0;
         char msg[160];
         snprintf(msg, sizeof msg,
                  "the store answers again after %llu ms; %zu run(s) it cut "
@@ -155,11 +191,28 @@ static void store_back(worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* A run the store's failure cut off, to take back now; false if none. */
+/* While the store refuses writes: true while this thread should wait,
+ * false when it is the one to try again (the next try pushed back). */
+static bool write_wait(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool wait = false;
+    if (w->down && w->down_writes) {
+        uint64_t now = pl__mono_ns();
+        wait = now < w->retry_ns;
+        if (!wait)
+            w->retry_ns = now + w->backoff_ns;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return wait;
+}
+
+/* A run the store's failure cut off, to take back now; false if none.
+ * While writes are refused, the try write_wait() let through. */
 static bool next_retake(worker *w, pl__lease *out)
 {
     pthread_mutex_lock(&w->mu);
-    bool any = !w->down && w->n_retake > 0;
+    bool any = (!w->down || w->down_writes) && w->n_retake > 0;
     if (any) {
         *out = w->retake[--w->n_retake];
         w->retaken++;
@@ -270,6 +323,10 @@ static void *work(void *arg)
         return NULL;
     }
     while (!stopping(e)) {
+        if (write_wait(w)) {
+            idle(e, (int64_t)w->poll_ms * 1000);
+            continue;
+        }
         fire_schedules(w);
         pl__lease lease;
         int st = PL_OK;
@@ -298,7 +355,9 @@ static void *work(void *arg)
         /* a run taken and executed answered for the store, unless its
          * execution met the store's failure (said below, with the run) */
         if (taken ? !store_fault(st) : st == PL_ENOTFOUND || !st)
-            store_back(w);
+            store_back(w, taken                ? BACK_RAN
+                          : st == PL_ENOTFOUND ? BACK_EMPTY
+                                               : BACK_LOOK);
         else if (!taken && store_fault(st))
             store_lost(w, st, NULL);
         if (st && !taken) {
@@ -328,6 +387,8 @@ static void *work(void *arg)
             store_lost(w, st, &lease);
             continue; /* not counted: it goes on once the store is back */
         }
+        if (!st)
+            store_back(w, BACK_RAN);
         if (st == PL_ENEWERCODE) {
             /* left for newer code: back to the queue, not at once to this
              * worker (a stopping one hands it back at once) */

@@ -46,11 +46,29 @@
 #include <policyledger.h>
 
 #include "ext.h"
+#include "schema.h"
 
 /* The bytes of version 1 of the options: up to sleep_user. */
 #define V1_BYTES (offsetof(pl_rate_limit_options, sleep_user) + sizeof(void *))
 
 #define MAX_UNITS 9007199254740992.0 /* PL_RATE_MAX_UNITS, as a double */
+
+/* A resource's name: 1..PL_MAX_FLOW_KEY bytes of well-formed UTF-8 with
+ * no control characters, as pl_rate_take() takes them (known here, at the
+ * decorator's making, not at its first call). */
+static bool resource_ok(const char *r)
+{
+    size_t n = r ? strlen(r) : 0;
+    if (n < 1 || n > PL_MAX_FLOW_KEY)
+        return false;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        i += pl__utf8_next(r + i, &c);
+        if (c < 0x20 || c == 0x7f || c == PL__RX_BAD)
+            return false;
+    }
+    return true;
+}
 
 /* A unit's name: 1..PL_MAX_RATE_UNIT of [a-z0-9_]. */
 static bool unit_ok(const char *u)
@@ -79,10 +97,11 @@ static int read_options(pl_rate_limit_options *o,
         return PL_EINVAL;
     memcpy(o, in, in->version == 1 ? V1_BYTES : sizeof *o);
     o->version = PL_RATE_LIMIT_OPTIONS_VERSION;
-    if (!o->resource || !*o->resource || strlen(o->resource) > PL_MAX_FLOW_KEY)
+    if (!resource_ok(o->resource))
         return pl_errorf(PL_EINVAL,
-                         "%s: the resource must be named (1 to %d bytes)", fn,
-                         PL_MAX_FLOW_KEY);
+                         "%s: the resource must be named (1 to %d bytes of "
+                         "UTF-8 with no control characters)",
+                         fn, PL_MAX_FLOW_KEY);
     if (o->window_ms < 1)
         return pl_errorf(PL_EINVAL, "%s: window_ms %lld is not a window", fn,
                          (long long)o->window_ms);

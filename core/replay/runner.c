@@ -338,13 +338,14 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
                        "%s: if_exists applies to pl_run_start "
                        "only",
                        fn);
-    if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0 ||
-        opts->deadline_in_ms > INT64_MAX / 4)
-        return pl__err(PL_EINVAL, "%s: a negative or huge deadline", fn);
+    if (opts->deadline_ms < 0 || opts->deadline_in_ms < 0)
+        return pl__err(PL_EINVAL, "%s: a negative deadline", fn);
+    int64_t now_ms = pl__now_us() / 1000;
+    if (opts->deadline_ms > PL__TIME_MAX_MS ||
+        opts->deadline_in_ms > PL__TIME_MAX_MS - now_ms)
+        return pl__err(PL_EINVAL, "%s: a deadline past 2^53 ms", fn);
     int64_t deadline = opts->deadline_ms;
-    int64_t rel = opts->deadline_in_ms
-                      ? pl__now_us() / 1000 + opts->deadline_in_ms
-                      : 0;
+    int64_t rel = opts->deadline_in_ms ? now_ms + opts->deadline_in_ms : 0;
     if (rel && (!deadline || rel < deadline))
         deadline = rel;
     if (opts->check)

@@ -257,8 +257,9 @@ int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
  * @param[out] out_at_ms the store's clock (Unix ms) at the take.
  * @param[out] out_retry_at_ms when not admitted: when the next window
  *        starts, by the store's clock (else 0).
- * @return PL_OK; PL_EINVAL (NULL argument, a name that is empty or longer
- *         than PL_MAX_FLOW_KEY, limit 0, window_ms not 1..2^53); PL_ESTATE (a
+ * @return PL_OK; PL_EINVAL (NULL argument, a name that is empty, longer
+ *         than PL_MAX_FLOW_KEY or not UTF-8 with no control characters,
+ *         limit 0, window_ms not 1..2^53); PL_ESTATE (a
  *         read-only engine); PL_ECORRUPT (the budget record is damaged);
  *         PL_ESTORE.
  */
@@ -303,7 +304,8 @@ typedef struct pl_rate_grant {
  * @param amount the units to charge now (an estimate): 0..@p budget; a
  *        call larger than the whole budget could never be admitted.
  * @return PL_OK; PL_EINVAL (NULL argument, a wrong version, a name that is
- *         empty or longer than PL_MAX_FLOW_KEY, a unit that is not 1 to
+ *         empty, longer than PL_MAX_FLOW_KEY or not UTF-8 with no control
+ *         characters, a unit that is not 1 to
  *         PL_MAX_RATE_UNIT of [a-z0-9_], budget 0 or above
  *         PL_RATE_MAX_UNITS, window_ms not 1..2^53); PL_ELIMIT (@p amount is
  *         more than @p budget); PL_ESTATE (a read-only engine); PL_ECORRUPT
@@ -355,7 +357,8 @@ typedef int (*pl_rate_usage_fn)(int64_t *out_units, const pl_steps *result,
 typedef struct pl_rate_limit_options {
     unsigned version;     /**< PL_RATE_LIMIT_OPTIONS_VERSION */
     const char *resource; /**< the budget's name, shared by every process:
-                               1..PL_MAX_FLOW_KEY bytes; required */
+                               1..PL_MAX_FLOW_KEY bytes of UTF-8 with no
+                               control characters; required */
     uint32_t limit;       /**< calls per window, 1 or more; required
                                unless budget is set (then 0) */
     int64_t window_ms;    /**< the window, 1 ms or more; default 1000 */
@@ -438,7 +441,8 @@ typedef struct pl_rate_limit_options {
  * tool call; [loop, rate_limit] around an LLM policy, every turn.
  * @param opts borrowed (see above).
  * @return PL_OK; PL_EINVAL (NULL argument, wrong version, no resource or a
- *         name longer than PL_MAX_FLOW_KEY, limit 0 without a budget, a
+ *         name longer than PL_MAX_FLOW_KEY or not UTF-8 with no control
+ *         characters, limit 0 without a budget, a
  *         limit with one, a budget above PL_RATE_MAX_UNITS, a unit or
  *         estimate_member that is not a name, window_ms below 1, or above
  *         2^53 with a budget).

@@ -48,9 +48,15 @@ typedef enum pl_event_kind {
                                       recorded (diff says how); the run
                                       stops with PL_ENONDET */
     PL_EVENT_STORE_LOST = 14,    /**< pl_worker_run(): the store stopped
-                                      answering; detail is the cause, status
-                                      the pl_status; no run_id.  Once per
-                                      outage */
+                                      answering, or refuses writes (full:
+                                      PL_ENOSPC, PL_EMAPFULL; not writable:
+                                      PL_EACCES); detail is the cause,
+                                      status the pl_status; no run_id.
+                                      Once per outage.  Refused writes are
+                                      tried again by one thread, poll_ms
+                                      later, then twice as long each time
+                                      up to 5 s; each try makes the cut-off
+                                      run's call in flight again */
     PL_EVENT_STORE_BACK = 15,    /**< pl_worker_run(): the store answers
                                       again (detail says after how long);
                                       the runs the outage cut off are taken
@@ -193,7 +199,8 @@ typedef struct pl_engine_options {
      * and process start time), which names the holder of every run lease
      * it takes: NULL = the PL_WORKER_HOST environment variable, else the
      * host name.  Engines on different machines sharing a PostgreSQL store
-     * need distinct host ids; at most 255 bytes.
+     * need distinct host ids; 1 to 255 bytes of UTF-8 with no control
+     * characters (else PL_EINVAL).
      */
     const char *host_id;
     /**

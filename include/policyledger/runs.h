@@ -101,10 +101,11 @@ typedef struct pl_run_options {
      * beginning "DeadlineExceeded", at its next call boundary or wait; a
      * waiting run is woken for it.  deadline_ms is absolute (Unix ms),
      * deadline_in_ms relative to the call (a submitted run's time in the
-     * queue counts); the earlier of the two set
-     * counts; 0 = none.  Every invocation's pl_ctx_deadline() starts
-     * with it.  pl_run_continue() refuses a deadline (PL_EINVAL): a run
-     * keeps the one it started with.
+     * queue counts); the earlier of the two set counts; 0 = none; one
+     * past 2^53 ms (the year 287396), given or reached, is PL_EINVAL.
+     * Every invocation's pl_ctx_deadline() starts with it.
+     * pl_run_continue() refuses a deadline (PL_EINVAL): a run keeps the
+     * one it started with.
      */
     int64_t deadline_ms;
     int64_t deadline_in_ms;
@@ -113,7 +114,8 @@ typedef struct pl_run_options {
     int priority;
     /**
      * pl_run_submit() only (since version 4): the run's concurrency key, 1
-     * to PL_MAX_FLOW_KEY bytes of text (NULL: none).  Workers, in every
+     * to PL_MAX_FLOW_KEY bytes of UTF-8 with no control characters (NULL:
+     * none).  Workers, in every
      * process and on every host sharing the store, execute at most
      * concurrency_limit runs with the same key at once; a run over the
      * limit waits in the queue, holding no worker.  One customer's runs

@@ -74,9 +74,11 @@
  * Sleep @p ms milliseconds of the recorded clock (see Time and events).
  * @return PL_OK once the time has come; PL_ESUSPENDED (the run parks:
  *         return it from the policy); PL_ECANCELLED (the run was
- *         cancelled meanwhile); PL_EINVAL (a negative or huge @p ms, a
- *         stale context, a call of a pl_ctx_call_all() fan-out); the
- *         run-stopping statuses of pl_ctx_call(), PL_EDEADLINE among them.
+ *         cancelled meanwhile); PL_EINVAL (a negative @p ms, a wake
+ *         time past 2^53 ms: the year 287396, the largest a JSON number
+ *         holds exactly; a stale context, a call of a pl_ctx_call_all()
+ *         fan-out); the run-stopping statuses of pl_ctx_call(),
+ *         PL_EDEADLINE among them.
  */
 int pl_ctx_sleep(pl_ctx *ctx, int64_t ms);
 
@@ -93,8 +95,9 @@ int pl_ctx_sleep_until(pl_ctx *ctx, int64_t unix_ms);
  *        PL_WAIT_FOREVER for no timeout, 0 to take only what is there.
  * @return PL_OK; PL_ETIMEDOUT (recorded: a replay times out here too; the
  *         run goes on); PL_ESUSPENDED (the run parks: return it);
- *         PL_ECANCELLED; PL_EINVAL; the run-stopping statuses of
- *         pl_ctx_call().
+ *         PL_ECANCELLED; PL_EINVAL (a bad name, a timeout below -1 or
+ *         ending past 2^53 ms, as for pl_ctx_sleep()); the run-stopping
+ *         statuses of pl_ctx_call().
  */
 int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
                       int64_t timeout_ms);
@@ -134,8 +137,10 @@ int pl_run_signal(pl_outcome **out, pl_engine *engine, const char *run_id,
 /**
  * Cancel run @p run_id, from any process; the request is durable when
  * this returns.  A running run sees it at its next call boundary (see
- * Time and events; on PostgreSQL, one that arrives after a call's result
- * was committed is seen at the boundary after the next commit); a
+ * Time and events; on either store, one that arrives after a call's
+ * result was committed is seen at the boundary after the next commit),
+ * or in the wait on its thread (a short sleep or wait for an event
+ * waiting in place) it is in, which returns PL_ECANCELLED; a
  * waiting run is continued at once, here when its
  * root policy is registered in @p engine (else by the worker or
  * pl_engine_wake() of a process that has it, which its timer wakes), and
@@ -380,17 +385,17 @@ void pl_worker_stop(pl_engine *engine);
  * concurrency key and its limit, and a deadline after the tick
  * (pl_schedule version 2): each run is submitted with them, as
  * pl_run_submit() with pl_run_options.priority, .concurrency_key,
- * .concurrency_limit and .deadline_ms = tick + deadline_in_ms would submit
- * it, whatever rule started it (a missed tick run late by a catch-up
- * included: its deadline still counts from its tick).  So a nightly export
- * under the key of the on-demand exports shares their limit with them (at
- * most limit runs of the key execute at once, the schedule's and the
- * submitted alike), and a schedule of low priority yields to interactive
- * work queued near its tick (see pl_worker_run(), the queue's order).  A
- * run waiting in the queue for its key's place is live: with
- * PL_OVERLAP_SKIP the next tick is skipped while it waits.  A run past its
- * deadline fails with PL_EDEADLINE at its next call boundary or wait, as a
- * submitted run does.
+ * .concurrency_limit and .deadline_ms = tick + deadline_in_ms (at most
+ * 2^53 ms) would submit it, whatever rule started it (a missed tick run
+ * late by a catch-up included: its deadline still counts from its tick).
+ * So a nightly export under the key of the on-demand exports shares
+ * their limit with them (at most limit runs of the key execute at once,
+ * the schedule's and the submitted alike), and a schedule of low
+ * priority yields to interactive work queued near its tick (see
+ * pl_worker_run(), the queue's order).  A run waiting in the queue for
+ * its key's place is live: with PL_OVERLAP_SKIP the next tick is skipped
+ * while it waits.  A run past its deadline fails with PL_EDEADLINE at its
+ * next call boundary or wait, as a submitted run does.
  *
  * A process fires only the schedules whose root policy it has registered
  * (the run records the policy's code identity); the others wait for a
@@ -428,7 +433,8 @@ typedef struct pl_schedule {
     pl_schedule_catch_up catch_up;
     unsigned catch_up_max; /**< PL_CATCH_UP_ALL: 1..1000 */
     /** The ticks after this Unix time (ms) are due; 0 = from now.  A time
-     *  in the past makes the ticks since then missed ones (catch-up). */
+     *  in the past makes the ticks since then missed ones (catch-up); one
+     *  from the year 9000 on, when no tick comes, is refused. */
     int64_t start_ms;
     /*
      * Since version 2: what each tick's run is submitted with, as
@@ -437,7 +443,8 @@ typedef struct pl_schedule {
      */
     int priority;                /**< -PL_PRIORITY_MAX..PL_PRIORITY_MAX;
                                       0 by default */
-    const char *concurrency_key; /**< 1..PL_MAX_FLOW_KEY bytes; NULL: none */
+    const char *concurrency_key; /**< 1..PL_MAX_FLOW_KEY bytes of UTF-8,
+                                      no control characters; NULL: none */
     unsigned concurrency_limit;  /**< with the key: 1 or more; else 0 */
     /** The run must end within this many ms of its tick (its deadline,
      *  pl_run_options.deadline_ms, is the tick plus this); 0 = none. */

@@ -4,9 +4,8 @@
  * files of ledger/pg/ are listed in pg_int.h.
  *
  * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
- * (or postgres://), as libpq reads it, plus one parameter of our own:
- * `schema=NAME` ([a-z_][a-z0-9_]*, at most 63 bytes; default `policyledger`),
- * which is taken out before libpq sees the URI.
+ * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
+ * up to 63 bytes, no pg_; default `policyledger`), cut before libpq sees it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
  * the first open.  Keys are bytea, which PostgreSQL orders like memcmp (and
@@ -484,9 +483,10 @@ int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 
 /* ---- open / close -------------------------------------------------------- */
 
-static bool schema_ok(const char *p, size_t n)
+static bool schema_ok(const char *p, size_t n) /* see URI above */
 {
-    if (n == 0 || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9'))
+    if (!n || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9') ||
+        !strncmp(p, "pg_", 3)) /* pg_catalog, pg_temp, ... */
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
@@ -565,7 +565,7 @@ static int parse_uri(pl__pg_store *s, const char *uri)
             if (!schema_ok(schema, schema_len))
                 st = pl__err(PL_EINVAL,
                              "store '%s': schema must be 1 to %d of a-z, 0-9 "
-                             "and _, not starting with a digit",
+                             "and _, not starting with a digit or pg_",
                              s->path, SCHEMA_MAX);
         } else if (len) {
             if (!(st = pl__buf_append(&ci, &sep, 1)))

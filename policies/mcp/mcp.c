@@ -530,6 +530,17 @@ int pl__mcp_relist(pl_mcp *m, int64_t deadline)
     return st ? st : set_list(m, list);
 }
 
+/* A timeout of @p ms, @p dflt when 0; past TIMEOUT_MAX_MS (34 years) one
+ * that never comes: deadlines are the monotonic clock plus a timeout,
+ * which must not overflow. */
+#define TIMEOUT_MAX_MS ((int64_t)1 << 40)
+static int64_t timeout_or(long ms, int64_t dflt)
+{
+    if (!ms)
+        return dflt;
+    return (int64_t)ms < TIMEOUT_MAX_MS ? (int64_t)ms : TIMEOUT_MAX_MS;
+}
+
 static int check_options(const pl_mcp_options *o)
 {
     if (o->timeout_ms < 0 || o->start_timeout_ms < 0)
@@ -572,8 +583,8 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
         return PL_ENOMEM;
     m->wfd = m->rfd = m->err_fd = -1;
     m->retry_after_ms = -1;
-    m->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
-    m->start_timeout_ms = o->start_timeout_ms ? o->start_timeout_ms : 60000;
+    m->timeout_ms = (long)timeout_or(o->timeout_ms, 30000);
+    m->start_timeout_ms = (long)timeout_or(o->start_timeout_ms, 60000);
     m->max_msg = o->max_message_bytes ? o->max_message_bytes : 4 << 20;
     m->max_inline = o->max_inline_bytes ? o->max_inline_bytes : 64 << 10;
     cJSON *list = NULL;

@@ -316,6 +316,35 @@ class VerifyStatsTest(Base):
         doc = json.loads(out)
         self.assertEqual(doc["faults"][0]["run"], "r-completed")
 
+    def test_verify_checks_every_run_past_a_damaged_run_record(self):
+        # each copy of r-failed's id in the file (its key in the runs
+        # database, the records bound to it, stale pages) changed in turn:
+        # the three other runs are checked every time, those listed before
+        # it and those after, and a damage the listing meets is a fault
+        with open(os.path.join(self.store, "data.mdb"), "rb") as f:
+            raw = f.read()
+        spots = [m.start() for m in re.finditer(b"r-failed", raw)]
+        self.assertTrue(spots)
+        faults = 0
+        for i, at in enumerate(spots):
+            for delta, bit in ((2, 0x01), (9, 0x10)):
+                bad = os.path.join(self.tmp, "run-record-%d-%d" % (i, delta))
+                shutil.copytree(self.store, bad)
+                changed = bytearray(raw)
+                changed[at + delta] ^= bit
+                with open(os.path.join(bad, "data.mdb"), "wb") as f:
+                    f.write(changed)
+                rc, out, err = dump(bad, "--verify")
+                self.assertIn(rc, (0, 3), out + err)
+                for run in ("r-completed", "r-crashed", "r-suspended"):
+                    self.assertIn("ok    run %s\n" % run, out,
+                                  "flip at %d+%d: %s" % (at, delta, out))
+                fault = [l for l in out.splitlines() if l.startswith("FAULT")]
+                self.assertEqual(rc == 3, bool(fault), out)
+                faults += bool(fault)
+                shutil.rmtree(bad)
+        self.assertGreater(faults, 0, "no change was reported")
+
     def test_verify_names_a_changed_last_step(self):
         # the note of r-completed's last root step, 0:4; its bytes may be in
         # the run's state record and on stale pages too, so each copy is

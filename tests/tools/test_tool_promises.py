@@ -554,6 +554,23 @@ class Web(Stores, unittest.TestCase):
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())
 
+    def test_a_successors_id_is_a_run_id(self):
+        """A run continued as new goes on as <id>~1 (docs/design.md): the
+        tools take such an id as any other, in ledger-replay --new-id, the
+        API's run paths and a page's cursor that ends on one."""
+        store = self.new_store()
+        for rid in ("o~1", "o~2"):
+            self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
+                    "--payload", "{}", "--new-id", rid)
+        url, _ = self.web(store)
+        code, j = self.api(url, "/api/runs/o~1")
+        self.assertEqual((code, j.get("run", {}).get("id")), (200, "o~1"), j)
+        code, j = self.api(url, "/api/runs?order=asc&limit=1")
+        self.assertEqual((code, j.get("next_cursor")), (200, "o~1"), j)
+        code, j = self.api(url, "/api/runs?order=asc&limit=1&cursor=o~1")
+        self.assertEqual((code, [r["id"] for r in j.get("runs", [])]),
+                         (200, ["o~2"]), j)
+
     def test_cancel_says_whether_the_run_ended(self):
         """/cancel's answer says `ended`: a suspended run is cancelled at
         once; a waiting one whose policies the server has not loaded is
