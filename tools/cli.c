@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,10 @@ static const char *g_name = "policyledger";
 
 void cli_set_name(const char *argv0)
 {
+    /* a store or a file growing past the file size limit (ulimit -f) is
+     * a write that fails with EFBIG, said as any failed write, not a
+     * SIGXFSZ that kills the tool without a word */
+    signal(SIGXFSZ, SIG_IGN);
     if (!argv0 || !*argv0)
         return;
     const char *slash = strrchr(argv0, '/');

@@ -20,7 +20,9 @@ enum {
     CLI_EXIT_FAULT = 3  /* a check found a fault */
 };
 
-/* The tool's name for messages (set once from argv[0]'s last part). */
+/* The tool's name for messages (set once from argv[0]'s last part); and
+ * a write past the file size limit an error, not SIGXFSZ (its first
+ * call, in main()). */
 void cli_set_name(const char *argv0);
 const char *cli_name(void);
 

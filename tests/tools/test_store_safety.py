@@ -401,6 +401,46 @@ class Messages(Base):
                 self.one_line(err, "%r" % cmd[1:4])
 
 
+class FileSizeLimit(Base):
+    """Past the file size limit (ulimit -f) a tool says so and exits; no
+    SIGXFSZ kills it without a word, and the store it had stays whole."""
+
+    def limited(self, limit, *cmd, stdout=subprocess.PIPE):
+        import resource
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        p = subprocess.run([str(c) for c in cmd], stdout=stdout,
+                           stderr=subprocess.PIPE, timeout=120,
+                           preexec_fn=cap)
+        return p.returncode, p.stderr.decode(errors="replace")
+
+    def test_a_store_or_an_output_past_the_limit(self):
+        f = self.path("s.db")
+        rc, err = self.limited(8192, A.replay, f, "--plugin", A.plugin,
+                               "--submit", "approval", "--payload",
+                               '{"order":"A"}', "--new-id", "a1")
+        self.no_signal(rc, "--submit past the limit")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("file size limit", err)
+        rc, _, err = replay(f, "--submit", "approval", "--payload",
+                            '{"order":"A"}', "--new-id", "a1")
+        self.assertEqual(rc, 0, err)
+        before = snapshot(self.dir)
+        with open(self.path("out.jsonl"), "wb") as out:
+            rc, err = self.limited(64, A.dump, f, "--run", "a1", "--format",
+                                   "jsonl", stdout=out)
+        self.no_signal(rc, "ledger-dump's output past the limit")
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("cannot write the output", err)
+        after = snapshot(self.dir)
+        after.pop("out.jsonl")
+        before.pop("out.jsonl", None)
+        self.assertEqual(before, after)
+        rc, _, err = run(A.dump, f, "--verify")
+        self.assertEqual(rc, 0, err)
+
+
 PG = os.environ.get("PL_TEST_PG_URI")
 
 
