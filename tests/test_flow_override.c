@@ -46,20 +46,29 @@ static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{}");
 }
 
-static void submit(pl_engine *e, const char *id, int n, const char *key)
+/* Queue run @p id of @p policy, payload {"n": @p n}, with @p key (limit 1)
+ * and priority @p prio. */
+static void submit_as(pl_engine *e, const char *policy, const char *id, int n,
+                      const char *key, int prio)
 {
     char json[32];
     snprintf(json, sizeof json, "{\"n\": %d}", n);
     pl_action root = PL_ACTION_INIT;
-    root.policy = "gate";
+    root.policy = policy;
     root.payload = t_json(json);
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.run_id = id;
+    ro.priority = prio;
     ro.concurrency_key = key;
     ro.concurrency_limit = key ? 1 : 0;
     cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s: %s", id,
                  pl_errmsg());
     cJSON_Delete((cJSON *)root.payload);
+}
+
+static void submit(pl_engine *e, const char *id, int n, const char *key)
+{
+    submit_as(e, "gate", id, n, key, 0);
 }
 
 static void await_status(pl_engine *e, const char *id, pl_run_status want)
@@ -240,21 +249,6 @@ static void queued_earlier(const char *path, const char *id, int prio,
 #endif
 }
 
-static void submit_prio(pl_engine *e, const char *id, int n, int prio)
-{
-    char json[32];
-    snprintf(json, sizeof json, "{\"n\": %d}", n);
-    pl_action root = PL_ACTION_INIT;
-    root.policy = "seen";
-    root.payload = t_json(json);
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    ro.priority = prio;
-    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s: %s", id,
-                 pl_errmsg());
-    cJSON_Delete((cJSON *)root.payload);
-}
-
 /*
  * One minute of waiting is worth a level (PL_PRIORITY_STEP_MS): "old"
  * (priority -1, queued ten minutes ago) goes before "high" (priority 5,
@@ -269,10 +263,10 @@ Test(flow_override, a_run_queued_long_ago_goes_before_a_higher_priority)
     cr_assert_eq(pl_registry_add_fn(reg, "seen", seen, NULL), PL_OK);
     const char *path = t_store_path();
     pl_engine *e = t_engine(path, reg, PL_DURABILITY_PROCESS);
-    submit_prio(e, "old", 0, -1);
-    submit_prio(e, "high", 1, 5);
-    submit_prio(e, "mid", 2, 1);
-    submit_prio(e, "now", 3, 0);
+    submit_as(e, "seen", "old", 0, NULL, -1);
+    submit_as(e, "seen", "high", 1, NULL, 5);
+    submit_as(e, "seen", "mid", 2, NULL, 1);
+    submit_as(e, "seen", "now", 3, NULL, 0);
     if (!t_on_pg())
         pl_engine_close(e);
     queued_earlier(path, "old", -1, 10 * min);

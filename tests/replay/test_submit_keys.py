@@ -6,8 +6,6 @@ next run.  With --pg, the same on
 PostgreSQL (run under tests/pg_run.sh: a schema per case).  Standard
 library only.  Exits 1 if any case fails.
 """
-import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -16,25 +14,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ledger_replay as base  # noqa: E402
+import test_cancel_tool as tools  # noqa: E402  its stores and its main()
 
-from test_ledger_replay import Store, check  # noqa: E402
+from test_ledger_replay import check  # noqa: E402
 
-ARGS = None
-PG = None  # --pg: the server's URI
-SCHEMAS = itertools.count(1)
 BOUND_S = 120  # the longest any condition is waited for
 
 
-def new_store():
-    """A store: an LMDB file, or with --pg a schema of its own."""
-    s = Store()
-    if PG:
-        s.path = PG + "&schema=keys_%d_%d" % (os.getpid(), next(SCHEMAS))
-    return s
-
-
 def statuses(s):
-    p = base.run([ARGS.dump, s.path, "--format", "jsonl"], env=s.env,
+    p = base.run([tools.ARGS.dump, s.path, "--format", "jsonl"], env=s.env,
                  expect=0)
     return {r["id"]: r["status"] for r in map(json.loads,
                                                p.stdout.splitlines())}
@@ -52,11 +40,11 @@ def await_statuses(s, want):
 
 
 def case_a_key_limits_what_the_worker_takes():
-    s = new_store()
+    s = tools.new_store()
     worker = None
     held = os.path.join(s.dir, "kw-1")
     try:
-        P = [ARGS.plugin]
+        P = [tools.ARGS.plugin]
         open(held, "w").close()  # kw-1 executes until this goes
         for rid, key in (("kw-1", "tenant-1"), ("kw-2", "tenant-1"),
                          ("free-1", None)):
@@ -69,7 +57,8 @@ def case_a_key_limits_what_the_worker_takes():
         env = dict(os.environ)
         env.update(s.env)
         worker = subprocess.Popen(
-            [ARGS.tool, s.path, "--plugin", ARGS.plugin, "--worker",
+            [tools.ARGS.tool, s.path, "--plugin", tools.ARGS.plugin,
+             "--worker",
              "--concurrency", "2"], env=env, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True)
         # kw-1 executes holding the key's one place; free-1, queued after
@@ -95,21 +84,5 @@ def case_a_key_limits_what_the_worker_takes():
 CASES = [case_a_key_limits_what_the_worker_takes]
 
 
-def main():
-    global ARGS, PG
-    ap = argparse.ArgumentParser()
-    for name in ("tool", "dump", "plugin", "helper"):
-        ap.add_argument("--" + name, required=True)
-    ap.add_argument("--pg", action="store_true")
-    ap.add_argument("cases", nargs="*")
-    ARGS = ap.parse_args()
-    if ARGS.pg:
-        PG = os.environ.get("PL_TEST_PG_URI")
-        check(PG, "--pg needs PL_TEST_PG_URI (run under tests/pg_run.sh)")
-    base.ARGS = argparse.Namespace(tool=ARGS.tool, helper=ARGS.helper,
-                                   plugin=ARGS.plugin)
-    return base.run_cases(CASES, ARGS.cases)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tools.main(CASES, more=("dump",)))
