@@ -272,13 +272,16 @@ cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget)
     else if (ok)
         ok = cJSON_AddNullToObject(o, "tokens") != NULL;
     if (ok && crashed(ri) && walk) {
+        /* read anyway: its steps counted there too (its record counts
+         * them as of its owner's last heartbeat, as ledger-dump's list
+         * says) */
         rows rs = {0};
-        bool doubt = false;
-        if (read_rows(w->engine, ri->id, &rs) == PL_OK)
-            for (size_t i = 0; !doubt && i < rs.n; i++)
-                doubt = call_mark_of(&rs, i, ri) == MARK_IN_DOUBT;
+        bool doubt = false, read = read_rows(w->engine, ri->id, &rs) == PL_OK;
+        for (size_t i = 0; read && !doubt && i < rs.n; i++)
+            doubt = call_mark_of(&rs, i, ri) == MARK_IN_DOUBT;
+        ok = cJSON_AddBoolToObject(o, "in_doubt", doubt) != NULL &&
+             (!read || rs.n == ri->steps || run_json_set_steps(o, rs.n));
         rows_free(&rs);
-        ok = cJSON_AddBoolToObject(o, "in_doubt", doubt) != NULL;
     } else if (ok) { /* not crashed: none; crashed but not read: unknown */
         ok = (crashed(ri)
                   ? cJSON_AddNullToObject(o, "in_doubt")

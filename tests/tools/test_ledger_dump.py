@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ledger-dump, run as an operator runs it, on stores the real engine makes.
 
-usage: test_ledger_dump.py LEDGER_DUMP DUMP_FIXTURE
+usage: test_ledger_dump.py LEDGER_DUMP DUMP_FIXTURE [LEDGER_WEB]
 
 dump_fixture (tests/tools/dump_fixture.c) writes the runs: a completed one
 with nested calls and an error result, a failed one, a suspended one and one
@@ -20,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-DUMP = FIXTURE = None
+DUMP = FIXTURE = WEB = None
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 ISO_US = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -594,10 +594,33 @@ class CrashedEarlyTest(unittest.TestCase):
             rc, out, err = dump(store, "--run", "q-1")
             self.assertEqual(rc, 0, err)
             self.assertRegex(out, r"\n  steps    %d[ \n]" % n)
+            if WEB:  # ledger-web's list counts them too
+                self.assertEqual(self.web_steps(store, tmp), n)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def web_steps(self, store, tmp):
+        """The steps ledger-web's list gives run q-1."""
+        import re
+        import urllib.request
+        with open(os.path.join(tmp, "web.err"), "w+") as err:
+            w = subprocess.Popen([WEB, store, "--read-only", "--listen",
+                                  "127.0.0.1:0"], stdout=subprocess.PIPE,
+                                 stderr=err, text=True)
+            try:
+                url = re.search(r"http://\S+", w.stdout.readline()).group(0)
+                with urllib.request.urlopen(url + "/api/runs",
+                                            timeout=30) as r:
+                    runs = json.loads(r.read())["runs"]
+            finally:
+                w.send_signal(signal.SIGTERM)
+                w.communicate(timeout=30)
+            self.assertEqual(w.returncode, 0)
+        self.assertEqual([r["id"] for r in runs], ["q-1"])
+        return runs[0]["steps"]
 
 
 if __name__ == "__main__":
     DUMP, FIXTURE = sys.argv[1], sys.argv[2]
+    WEB = sys.argv[3] if len(sys.argv) > 3 else None
     unittest.main(argv=sys.argv[:1], verbosity=2)
