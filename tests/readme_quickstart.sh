@@ -44,3 +44,7 @@ if [ -z "$req" ] || [ -z "$two" ] || [ -z "$by_hand" ] || [ -z "$quick" ] ||
   exit 1
 fi
 echo "ok: README.md is $lines lines, requirements, commands and build first"
+# The benchmark table: at most five rows (the rest is bench/README.md's)
+rows=$(sed -n '/^## Benchmarks/,/^## /p' "$src/README.md" | grep -c '^| [^-]')
+[ "$rows" -le 6 ] || {
+  echo "README.md's benchmark table has $((rows - 1)) rows: at most 5" >&2; exit 1; }
