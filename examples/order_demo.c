@@ -198,6 +198,17 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* the order id is the tail of the run's id, so it takes the run ids'
+     * characters (include/policyledger.h, LIMITS) */
+    bool id_ok = *order_id != '\0';
+    for (const char *p = order_id; *p; p++)
+        id_ok &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                 (*p >= '0' && *p <= '9') || strchr("._:@~-", *p);
+    if (!id_ok) {
+        fprintf(stderr, "order-demo: bad order id: it must be 1 or more of "
+                        "[A-Za-z0-9._:@~-]\n");
+        return 2;
+    }
     char run_id[PL_MAX_RUN_ID + 1];
     if (snprintf(run_id, sizeof run_id, "order-%s", order_id) >=
         (int)sizeof run_id) {

@@ -39,6 +39,13 @@ one_line 2 "unexpected argument 'orders.db'" "$od" orders.db
 one_line 2 "--store needs a value" "$od" --store
 one_line 2 "needs a number, not '-1'" "$od" --crash-after -1
 one_line 2 "unknown durability 'fast'" "$od" --durability fast
+# an order id is the tail of the run's id: refused before a store is made
+one_line 2 "bad order id" "$od" --store o.db --order ''
+one_line 2 "bad order id" "$od" --store o.db --order 'a b'
+one_line 2 "bad order id" "$od" --store o.db --order "$(printf 'a\nb')"
+one_line 2 "order id is too long" "$od" --store o.db \
+  --order "$(printf 'x%.0s' $(seq 200))"
+made_nothing o.db
 one_line 1 "its directory does not exist" "$od" --store "$dir/none/o.db" --quiet
 one_line 1 "no file can be made in its directory" "$od" --store /proc/o.db --quiet
 one_line 1 "'junk.db' is not an LMDB store" "$od" --store junk.db --quiet

@@ -11,12 +11,28 @@
 
 /* ---- runs ------------------------------------------------------------------- */
 
+/*
+ * A crashed run's record counts its steps as of its owner's last heartbeat
+ * (pl_run_info.steps), written at most once a second: a run killed in its
+ * first second would list none of the steps it made durable.  Nothing is
+ * appended to it until it is continued, so the list counts them: the first
+ * pass notes the crashed runs listed, each is walked, then the list is
+ * printed with those counts.
+ */
+typedef struct counted {
+    char *id;
+    uint64_t steps;
+    bool ok;
+} counted;
+
 typedef struct list_ctx {
     const opts *o;
     cJSON *all; /* json: the array */
     size_t shown;
     int status_width; /* text: the widest status listed, at least 30 */
     bool oom;
+    counted *crashed; /* in the listing's order */
+    size_t n_crashed, cap_crashed, next_crashed;
 } list_ctx;
 
 static bool listed(const opts *o, const pl_run_info *ri)
@@ -26,15 +42,77 @@ static bool listed(const opts *o, const pl_run_info *ri)
              (o->has_since && ri->updated_us < o->since_us));
 }
 
-/* text: a first pass for the width of the status column (a waiting run's
- * says what it waits for), so that the columns after it line up */
+/* The first pass: the crashed runs listed, and (text) the width of the
+ * status column (a waiting run's says what it waits for), so that the
+ * columns after it line up */
 static int width_visit(const pl_run_info *ri, void *user)
 {
     list_ctx *c = user;
     int n = listed(c->o, ri) ? (int)strlen(status_text(ri)) : 0;
     if (n > c->status_width)
         c->status_width = n;
+    if (!n || !crashed(ri))
+        return 0;
+    if (c->n_crashed == c->cap_crashed) {
+        size_t cap = c->cap_crashed ? 2 * c->cap_crashed : 16;
+        counted *m = realloc(c->crashed, cap * sizeof *m);
+        if (!m) {
+            c->oom = true;
+            return 1;
+        }
+        c->crashed = m;
+        c->cap_crashed = cap;
+    }
+    counted *k = &c->crashed[c->n_crashed];
+    if (!(k->id = strdup(ri->id))) {
+        c->oom = true;
+        return 1;
+    }
+    k->steps = 0;
+    k->ok = false;
+    c->n_crashed++;
     return 0;
+}
+
+static int count_visit(const pl_step *s, void *user)
+{
+    (void)s;
+    ++*(uint64_t *)user;
+    return 0;
+}
+
+/* Each crashed run noted, walked; one that cannot be read keeps its
+ * record's count (--verify says what is wrong with it). */
+static void count_crashed(pl_engine *e, list_ctx *c)
+{
+    for (size_t i = 0; i < c->n_crashed; i++) {
+        counted *k = &c->crashed[i];
+        k->ok = pl_run_walk(e, k->id, count_visit, &k->steps) == PL_OK;
+    }
+}
+
+/* The steps to list for @p ri: counted, for a crashed run noted in the
+ * first pass (the passes go in the same order), else its record's. */
+static uint64_t listed_steps(list_ctx *c, const pl_run_info *ri)
+{
+    if (!crashed(ri))
+        return ri->steps;
+    while (c->next_crashed < c->n_crashed &&
+           strcmp(c->crashed[c->next_crashed].id, ri->id) < 0)
+        c->next_crashed++; /* gone since the first pass */
+    if (c->next_crashed >= c->n_crashed ||
+        strcmp(c->crashed[c->next_crashed].id, ri->id) != 0)
+        return ri->steps;
+    const counted *k = &c->crashed[c->next_crashed++];
+    return k->ok ? k->steps : ri->steps;
+}
+
+static void list_free(list_ctx *c)
+{
+    for (size_t i = 0; i < c->n_crashed; i++)
+        free(c->crashed[i].id);
+    free(c->crashed);
+    cJSON_Delete(c->all);
 }
 
 static int list_visit(const pl_run_info *ri, void *user)
@@ -44,16 +122,21 @@ static int list_visit(const pl_run_info *ri, void *user)
     if (!listed(o, ri))
         return 0;
     c->shown++;
+    uint64_t steps = listed_steps(c, ri);
     if (o->format == FMT_TEXT) {
         char created[40], updated[40];
         cli_time_human(created, sizeof created, ri->created_us);
         cli_time_human(updated, sizeof updated, ri->updated_us);
         printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", ri->id, ri->policy,
-               c->status_width, status_text(ri), (unsigned long long)ri->steps,
+               c->status_width, status_text(ri), (unsigned long long)steps,
                created, updated);
         return 0;
     }
     cJSON *j = run_json(ri);
+    if (j && steps != ri->steps && !run_json_set_steps(j, steps)) {
+        cJSON_Delete(j);
+        j = NULL;
+    }
     if (!j) {
         c->oom = true;
         return 1;
@@ -69,27 +152,26 @@ static int list_visit(const pl_run_info *ri, void *user)
 
 int cmd_list(pl_engine *e, const opts *o)
 {
-    list_ctx c = {o, NULL, 0, 30, false};
+    list_ctx c = {o, NULL, 0, 30, false, NULL, 0, 0, 0};
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
-    int st = 0;
-    if (o->format == FMT_TEXT) {
-        st = pl_engine_runs(e, width_visit, &c);
-        if (!st)
+    int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, width_visit, &c);
+    if (!st) {
+        count_crashed(e, &c);
+        if (o->format == FMT_TEXT)
             printf("%-36s  %-16s  %-*s  %6s  %-19s  %s\n", "RUN", "POLICY",
                    c.status_width, "STATUS", "STEPS", "CREATED (UTC)",
                    "UPDATED (UTC)");
+        st = pl_engine_runs(e, list_visit, &c);
     }
-    if (!st)
-        st = c.oom ? PL_ENOMEM : pl_engine_runs(e, list_visit, &c);
     if (c.oom) {
         cli_error("out of memory");
-        cJSON_Delete(c.all);
+        list_free(&c);
         return CLI_EXIT_STORE;
     }
     if (st) {
         cli_error("cannot list the runs: %s", pl_errmsg());
-        cJSON_Delete(c.all);
+        list_free(&c);
         return CLI_EXIT_STORE;
     }
     if (o->format == FMT_JSON) {
@@ -101,7 +183,7 @@ int cmd_list(pl_engine *e, const opts *o)
         }
         cJSON_Delete(doc);
     }
-    cJSON_Delete(c.all);
+    list_free(&c);
     return CLI_EXIT_OK;
 }
 

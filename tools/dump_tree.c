@@ -205,6 +205,8 @@ int cmd_run(pl_engine *e, const opts *o)
         cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON *run = run_json(ri);
         bool ok = doc && steps && run && add_tokens(run, e, ri->id) &&
+                  (ri->status != PL_RUN_RUNNING ||
+                   run_json_set_steps(run, r.n)) &&
                   print_rows(o, &r, 0, ri, steps);
         if (ok) {
             cJSON_AddItemToObject(doc, "run", run);

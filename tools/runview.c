@@ -103,6 +103,15 @@ cJSON *run_json(const pl_run_info *ri)
     return o;
 }
 
+bool run_json_set_steps(cJSON *o, uint64_t steps)
+{
+    cJSON *n = cJSON_CreateNumber((double)steps);
+    if (n && cJSON_ReplaceItemInObjectCaseSensitive(o, "steps", n))
+        return true;
+    cJSON_Delete(n);
+    return false;
+}
+
 /* ---- a check's verdict -------------------------------------------------------- */
 
 const char *check_verdict(int st, pl_run_status recorded, int recorded_error,

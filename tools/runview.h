@@ -19,6 +19,10 @@ bool crashed(const pl_run_info *ri);
 bool run_ended(const pl_run_info *ri);
 /* A run's record as JSON; NULL on OOM. */
 cJSON *run_json(const pl_run_info *ri);
+/* Its "steps" set to @p steps, counted in the store (a running run's
+ * record counts them as of its owner's last heartbeat).  false: out of
+ * memory, @p o unchanged. */
+bool run_json_set_steps(cJSON *o, uint64_t steps);
 /* To a run's summary (ledger-replay --json's, ledger-web's answer to an
  * action), what its outcome says of how it stands: completed, `result`;
  * suspended, `suspended_path`, `resume_token` and `prompt`; waiting,

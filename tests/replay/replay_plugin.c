@@ -18,14 +18,20 @@
  *   "gated"     root: a version point "rolling" (versions 0 to
  *               $REPLAY_CODE_VERSION, default 1: the code's build), then
  *               "approval"'s question; returns {"v": the version}
+ *   "hold"      root: {"path": P}: creates P.in, then executes (holding
+ *               its lease, not parked) while the file P exists; returns {}
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <policyledger.h>
 
@@ -135,6 +141,28 @@ static int gated(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{s:i}", "v", v);
 }
 
+static int hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)user;
+    const char *path = "";
+    if (pl_json_unpack(a->payload, "{s:s}", "path", &path) || !*path ||
+        strlen(path) > 1000)
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "hold needs {\"path\": string}");
+    char in[1024];
+    snprintf(in, sizeof in, "%s.in", path);
+    int fd = open(in, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    while (access(path, F_OK) == 0) {
+        struct timespec ts = {0, 5000000L};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+            ;
+    }
+    return pl_steps_add_resultf(out, "{}");
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -166,6 +194,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "gated";
     d.fn = gated;
     d.description = "A version point, then a human's answer.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "hold";
+    d.fn = hold;
+    d.description = "Execute while a file exists.";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

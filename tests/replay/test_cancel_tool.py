@@ -120,10 +120,12 @@ CASES = [case_a_waiting_run_ended_here_is_summed_up_and_exits_5,
          case_a_suspended_run_ends_now_with_or_without_its_plugin]
 
 
-def main():
+def main(cases=None, more=()):
+    """Run @cases (default: this file's), with the tools' paths as flags
+    (and those named in @more too: test_submit_keys.py's)."""
     global ARGS, PG
     ap = argparse.ArgumentParser()
-    for name in ("tool", "plugin", "helper"):
+    for name in ("tool", "plugin", "helper") + tuple(more):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("--pg", action="store_true")
     ap.add_argument("cases", nargs="*")
@@ -133,7 +135,7 @@ def main():
         check(PG, "--pg needs PL_TEST_PG_URI (run under tests/pg_run.sh)")
     base.ARGS = argparse.Namespace(tool=ARGS.tool, helper=ARGS.helper,
                                    plugin=ARGS.plugin)
-    return base.run_cases(CASES, ARGS.cases)
+    return base.run_cases(cases or CASES, ARGS.cases)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
  *       before each call, and after the first call waiting until the file
  *       GATE exists (at most a minute): a writer another process can
  *       follow, which goes on only when the follower is there.
+ *   dump_fixture STORE quit ID
+ *       one run whose root makes two calls and then SIGKILLs its own
+ *       process (so it dies by that signal), in its first second: its
+ *       record counts none of its steps, none of them in doubt.
  *   dump_fixture STORE chain ID [forget]
  *       a chain continued as new: "loop" and "loop~1" continued,
  *       "loop~2" queued; then link ID deleted, and with "forget" its
@@ -134,6 +138,18 @@ static int crasher(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : invoke_n(ctx, "die", 0);
 }
 
+static int quitter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)out;
+    (void)user;
+    int st;
+    if ((st = invoke_n(ctx, "leaf", 1)) || (st = invoke_n(ctx, "leaf", 2)))
+        return st;
+    kill(getpid(), SIGKILL);
+    return PL_EPOLICY;
+}
+
 static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
@@ -192,6 +208,7 @@ static pl_registry *registry(void)
         add(reg, "approve", approve, true) || add(reg, "die", die, false) ||
         add(reg, "crasher", crasher, true) || add(reg, "slow", slow, true) ||
         add(reg, "looper", looper, true) ||
+        add(reg, "quitter", quitter, true) ||
         pl_registry_add_human(reg, "human")) {
         fprintf(stderr, "registry: %s\n", pl_errmsg());
         exit(1);
@@ -245,6 +262,16 @@ int main(int argc, char **argv)
         pl_engine_close(e);
         pl_registry_free(reg);
         return rc;
+    }
+    if (!strcmp(argv[2], "quit") && argc == 4) {
+        if (pl_engine_open(&e, path, reg, NULL)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        start(e, argv[3], "quitter", p, PL_RUN_COMPLETED);
+        cJSON_Delete(p);
+        return 3; /* not reached: "quitter" kills the process */
     }
     if (!strcmp(argv[2], "many") && argc == 4) {
         if (pl_engine_open(&e, path, reg, NULL)) {

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -557,6 +558,44 @@ class FollowTest(Base):
         self.assertEqual(rc, 0, err)
         self.assertEqual(len(jsonl(out)), 2)
         self.assertIn("is suspended", err)
+
+
+class CrashedEarlyTest(unittest.TestCase):
+    """A run killed in its first second: its record, written when the run
+    started, may count none of its steps; every listing counts them."""
+
+    def test_steps_are_counted(self):
+        tmp = tempfile.mkdtemp(prefix="pl-dump-")
+        try:
+            store = os.path.join(tmp, "store")
+            os.mkdir(store)
+            p = subprocess.run([FIXTURE, store, "quit", "q-1"], timeout=120)
+            self.assertEqual(p.returncode, -signal.SIGKILL)
+            rc, out, err = dump(store, "--run", "q-1", "--format", "jsonl")
+            self.assertEqual(rc, 0, err)
+            n = len(jsonl(out))
+            self.assertGreater(n, 0)
+            rc, out, err = dump(store)
+            self.assertEqual(rc, 0, err)
+            row = out.splitlines()[1].split()
+            self.assertEqual(row[0], "q-1")
+            self.assertIn("crashed)", row)
+            self.assertEqual(row[row.index("crashed)") + 1], str(n))
+            for fmt in ("json", "jsonl"):
+                rc, out, err = dump(store, "--format", fmt)
+                self.assertEqual(rc, 0, err)
+                runs = (json.loads(out)["runs"] if fmt == "json"
+                        else [json.loads(l) for l in out.splitlines()])
+                self.assertEqual([(r["id"], r["crashed"], r["steps"])
+                                  for r in runs], [("q-1", True, n)], fmt)
+            rc, out, err = dump(store, "--run", "q-1", "--format", "json")
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(json.loads(out)["run"]["steps"], n)
+            rc, out, err = dump(store, "--run", "q-1")
+            self.assertEqual(rc, 0, err)
+            self.assertRegex(out, r"\n  steps    %d[ \n]" % n)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
