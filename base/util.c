@@ -145,6 +145,12 @@ void pl__errmsg_restore(const char saved[PL__ERRMSG_MAX])
     memcpy(tl_msg, saved, strlen(saved) + 1);
 }
 
+static _Thread_local const void *tl_running_run;
+
+const void *pl__running_run(void) { return tl_running_run; }
+
+void pl__set_running_run(const void *run) { tl_running_run = run; }
+
 /* ---- strings ------------------------------------------------------------- */
 
 char *pl__strndup(const char *s, size_t n)

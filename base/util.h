@@ -140,6 +140,12 @@ PL__HIDDEN char *pl__errmsg_dup(void);
 PL__HIDDEN void pl__errmsg_save(char out[PL__ERRMSG_MAX]);
 PL__HIDDEN void pl__errmsg_restore(const char saved[PL__ERRMSG_MAX]);
 
+/* The run whose policies this thread runs now (NULL: none), for telling a
+ * context of another run from the running one: set around a run's
+ * execution, and kept by each pool task as its message is. */
+PL__HIDDEN const void *pl__running_run(void);
+PL__HIDDEN void pl__set_running_run(const void *run);
+
 /* ---- versioned structs --------------------------------------------------- */
 
 /*

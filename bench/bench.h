@@ -53,6 +53,9 @@ void die(const char *what) __attribute__((noreturn));
 /* ---- child processes: fn(arg, result) in a child; 0 when it succeeded ---- */
 typedef void (*child_fn)(const void *arg, void *result);
 int in_child(child_fn fn, const void *arg, void *result, size_t size);
+/* Called first in every forked child: it ends when @p parent (the pid that
+ * forked it) does, so a pl-bench killed leaves no workload running. */
+void child_bind(pid_t parent);
 
 /* ---- stores ---- */
 extern const char *g_pg_uri; /* --store postgresql://..., or NULL */

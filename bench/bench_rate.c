@@ -197,9 +197,11 @@ static int rate_span(const char *path, const char *policy, int secs,
     int64_t now = wall_ms();
     c->from_ms = (now / window_ms + 2) * window_ms;
     c->to_ms = c->from_ms + (int64_t)secs * 1000;
-    pid_t kids[RATE_PROCS];
+    pid_t kids[RATE_PROCS], self = getpid();
     for (int i = 0; i < RATE_PROCS; i++) {
         kids[i] = fork();
+        if (kids[i] == 0)
+            child_bind(self);
         if (kids[i] == 0)
             rate_child(path, policy, i, c->to_ms + window_ms);
     }

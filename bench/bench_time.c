@@ -180,11 +180,14 @@ static void w7_worker(const char *path, int id, int runs)
 /* The worker processes, forked. */
 static void w7_fork(const char *path, const w7_arg *a, pid_t *pids)
 {
+    pid_t self = getpid();
     for (int w = 0; w < a->workers; w++) {
         fflush(NULL);
         pids[w] = fork();
         if (pids[w] < 0)
             die("W7 fork");
+        if (pids[w] == 0)
+            child_bind(self);
         if (pids[w] == 0)
             w7_worker(path, w, a->runs);
     }

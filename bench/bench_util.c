@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -96,6 +97,12 @@ void die(const char *what)
 
 /* ---- child processes ---------------------------------------------------------- */
 
+void child_bind(pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(1);
+}
+
 /* Start fn(arg, result) in a child that sends its result back through a
  * pipe; child_finish() collects it.  Returns the pid, or -1. */
 
@@ -106,13 +113,14 @@ pid_t child_start(child_fn fn, const void *arg, void *result, size_t size,
     if (pipe(fds))
         return -1;
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
         return -1;
     }
     if (pid == 0) {
+        child_bind(parent);
         close(fds[0]);
         memset(result, 0, size);
         fn(arg, result);

@@ -272,10 +272,11 @@ static void w5h_replayed(const pl_event *ev, void *user)
 static void w5h_crashed_run(const char *path, const w5h_arg *a,
                             const pl_action *root)
 {
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid < 0)
         die("W5 fork");
     if (pid == 0) {
+        child_bind(self);
         pl_registry *reg = w5h_registry();
         pl_engine *e = open_engine(path, reg, a->mode, w5h_die_at_answer);
         pl_run_options ro = PL_RUN_OPTIONS_INIT;

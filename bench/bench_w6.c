@@ -231,13 +231,14 @@ static int w6(w6_arg *a, w6_res *r)
     int ready[2], go[2], done[2];
     if (pipe(ready) || pipe(go) || pipe(done))
         die("W6 pipes");
-    pid_t kids[4];
+    pid_t kids[4], self = getpid();
     int n = 0;
     fflush(NULL);
     for (; n < a->workers; n++) {
         if ((kids[n] = fork()) < 0)
             break;
         if (kids[n] == 0) {
+            child_bind(self);
             close(ready[0]);
             close(go[1]);
             close(done[0]);

@@ -52,6 +52,14 @@ typedef struct demo {
     long boundary;
 } demo;
 
+/* pl_run_walk() visitor: count the steps stored. */
+static int count_step(const pl_step *step, void *user)
+{
+    (void)step;
+    ++*(unsigned long long *)user;
+    return 0;
+}
+
 static void on_event(const pl_event *ev, void *user)
 {
     demo *d = user;
@@ -491,9 +499,16 @@ int main(int argc, char **argv)
         rc = 0;
         goto done;
     } else {
+        /* a running run's record counts its steps only at its owner's
+         * heartbeats, which a crash cuts short: count what is stored */
+        unsigned long long n = info->steps;
+        if (info->status == PL_RUN_RUNNING) {
+            n = 0;
+            if ((st = pl_run_walk(e, run_id, count_step, &n)))
+                goto fail;
+        }
         printf("run %s: found %s with %llu durable steps%s; continuing\n",
-               run_id, pl_run_status_name(info->status),
-               (unsigned long long)info->steps,
+               run_id, pl_run_status_name(info->status), n,
                info->status == PL_RUN_RUNNING && !info->owner_alive
                    ? " (its process died)"
                    : "");

@@ -35,6 +35,14 @@ typedef struct demo {
     int quiet;
 } demo;
 
+/* pl_run_walk() visitor: count the steps stored. */
+static int count_step(const pl_step *step, void *user)
+{
+    (void)step;
+    ++*(unsigned long long *)user;
+    return 0;
+}
+
 static void on_event(const pl_event *ev, void *user)
 {
     demo *d = user;
@@ -252,13 +260,20 @@ int main(int argc, char **argv)
         printf("run %s: starting (durability %s)\n", run_id,
                pl_durability_name(eo.durability));
     } else if (!st) {
-        printf("run %s: found with status %s, %llu durable steps%s; "
-               "continuing\n",
-               run_id, pl_run_status_name(info->status),
-               (unsigned long long)info->steps,
-               info->status == PL_RUN_RUNNING && !info->owner_alive
-                   ? " (its process died)"
-                   : "");
+        /* a running run's record counts its steps only at its owner's
+         * heartbeats, which a crash cuts short: count what is stored */
+        unsigned long long n = info->steps;
+        if (info->status == PL_RUN_RUNNING) {
+            n = 0;
+            st = pl_run_walk(e, run_id, count_step, &n);
+        }
+        if (!st)
+            printf("run %s: found with status %s, %llu durable steps%s; "
+                   "continuing\n",
+                   run_id, pl_run_status_name(info->status), n,
+                   info->status == PL_RUN_RUNNING && !info->owner_alive
+                       ? " (its process died)"
+                       : "");
         pl_run_info_free(info);
     }
     if (st == PL_OK || st == PL_ENOTFOUND) {

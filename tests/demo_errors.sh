@@ -60,6 +60,13 @@ set +e; "$od" --store full.db --effects /dev/full --quiet >out 2>&1; got=$?; set
 [ "$got" -eq 1 ] && grep -q '"error":true' out || {
   echo "FAIL: order-demo with unwritable effects exited $got"; cat out; exit 1; }
 made_nothing --bogus
+# a crashed order says how many of its steps are durable, counted, not the
+# run record's count at its last heartbeat (0 this early)
+set +e; "$od" --store c.db --effects c.fx --crash-after 5 --quiet >/dev/null 2>&1
+"$od" --store c.db --effects c.fx >out 2>&1; got=$?; set -e
+[ "$got" -eq 0 ] &&
+  grep -q 'found with status running, 3 durable steps (its process died)' out || {
+  echo "FAIL: order-demo after a crash at boundary 5 exited $got"; cat out; exit 1; }
 
 # agent-demo (its own story of bad answers and models is agent_errors.sh)
 one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline

@@ -67,6 +67,38 @@ static int foreign(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_text(out, NULL, "went on");
 }
 
+/* other_run: its policy starts another run, whose policy ("intruder")
+ * uses other_run's context. */
+static int intruder(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    g_stale_status = pl_ctx_invoke(NULL, g_kept, "echo", pl_json_empty());
+    snprintf(g_stale_msg, sizeof g_stale_msg, "%s", pl_errmsg());
+    return pl_steps_add_result(out, pl_json_empty());
+}
+
+static int other_run(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    g_kept = ctx;
+    pl_action in = PL_ACTION_INIT;
+    in.policy = "intruder";
+    in.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "inner";
+    ro.if_exists = PL_IF_EXISTS_CONTINUE;
+    pl_outcome *o = NULL;
+    int st = pl_run_start(&o, pl_ctx_engine(ctx), &in, &ro);
+    pl_outcome_free(o);
+    /* the refusal touched nothing: this context still works */
+    return st ? st
+              : pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty()) ||
+                    pl_steps_add_text(out, NULL, "went on");
+}
+
 /* ------------------------------------------------------------------------ */
 /* pl_ctx_invoke()                                                          */
 /* ------------------------------------------------------------------------ */
@@ -225,11 +257,12 @@ static pl_registry *registry(void)
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"keeper", keeper},     {"stale", stale},
-                {"foreign", foreign},   {"foreign_child", foreign_child},
-                {"invoker", invoker},   {"viewer", viewer},
-                {"versions", versions}, {"invokerf", invokerf},
-                {"rules", rules}};
+    } defs[] = {{"keeper", keeper},      {"stale", stale},
+                {"foreign", foreign},    {"foreign_child", foreign_child},
+                {"invoker", invoker},    {"viewer", viewer},
+                {"versions", versions},  {"invokerf", invokerf},
+                {"rules", rules},        {"intruder", intruder},
+                {"other_run", other_run}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());
@@ -269,6 +302,33 @@ Test(api, a_caller_context_used_inside_its_callee_is_refused)
                  pl_status_name(g_stale_status));
     cr_expect(strstr(g_stale_msg, "'foreign' at 0 "), "%s", g_stale_msg);
     cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+Test(api, a_context_used_inside_another_run_is_refused)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "other_run", NULL, "outer");
+    cr_expect_eq(g_stale_status, PL_EINVAL, "%s",
+                 pl_status_name(g_stale_status));
+    cr_expect(strstr(g_stale_msg, "'other_run' at 0 in run outer"), "%s",
+              g_stale_msg);
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    /* outer's ledger holds its own call alone, and replays */
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "outer", "0"), PL_OK);
+    cr_expect_eq(pl_steps_count(l), 3, "one call, its result, the text");
+    pl_steps_free(l);
+    cr_expect_eq(pl_run_verify(e, "outer"), PL_OK, "%s", pl_errmsg());
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    o = NULL;
+    cr_expect_eq(pl_run_continue(&o, e, "outer", &ro), PL_OK, "%s",
+                 pl_errmsg());
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);

@@ -1,7 +1,8 @@
 /*
  * test_runs_page.c -- pl_engine_runs_from(): runs from a cursor, either
- * way, every run once across pages; and pl_engine_change_mark(): it moves
- * when a run is written, by this process or another, and not otherwise.
+ * way, every run once across pages; pl_engine_runs(): the engine's ids
+ * oldest first; and pl_engine_change_mark(): it moves when a run is
+ * written, by this process or another, and not otherwise.
  * Run on both stores.
  */
 #include "support.h"
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct page {
@@ -116,6 +118,41 @@ Test(runs_page, pages_cover_every_run_once)
         }
         cr_assert_eq(seen, 40);
     }
+    done(e);
+}
+
+/* Unix milliseconds of the wall clock. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* pl_engine_runs(): the ids the engine makes (UUIDv7) list in creation
+ * order, each run started in a later millisecond than the one before (the
+ * clock waited for, not slept on). */
+Test(runs_page, engine_made_ids_list_oldest_first)
+{
+    g_reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), g_reg, PL_DURABILITY_PROCESS);
+    char made[6][PL_MAX_RUN_ID + 1];
+    int64_t last = 0;
+    for (int i = 0; i < 6; i++) {
+        while (wall_ms() <= last)
+            ; /* the next millisecond */
+        pl_outcome *o = t_start(e, "echo", "{}", NULL);
+        last = wall_ms();
+        cr_assert_eq(strlen(o->run_id), PL_UUID_LEN);
+        cr_assert_eq(o->run_id[14], '7', "not a UUIDv7: %s", o->run_id);
+        snprintf(made[i], sizeof made[i], "%s", o->run_id);
+        pl_outcome_free(o);
+    }
+    page p = {.max = 64};
+    cr_assert_eq(pl_engine_runs(e, take, &p), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(p.n, 6);
+    for (int i = 0; i < 6; i++)
+        cr_expect_str_eq(p.ids[i], made[i], "run %d of 6", i);
     done(e);
 }
 

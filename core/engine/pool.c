@@ -200,7 +200,9 @@ static bool pool_commit(pl_engine *e, pl__batch *b, int *rc)
     w->items[w->n_wait] = (pl__gc_item){.batch = b};
     w->wait[w->n_wait++] = f;
     pl__errmsg_save(f->errmsg);
+    const void *running = pl__running_run();
     pl__fiber_switch(&f->ctx, next_context(w));
+    pl__set_running_run(running);
     pl__errmsg_restore(f->errmsg);
     *rc = f->rc ? pl__err(f->rc, "%s", f->msg) : PL_OK;
     return true;

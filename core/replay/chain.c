@@ -125,7 +125,10 @@ int pl__run_root(pl__run *r, const pl_policy_def *def, const pl_action *root,
         return st;
     out->default_actor = def->name;
     pl_next next = {NULL, 0, 0};
+    const void *outer = pl__running_run(); /* a run started in a policy */
+    pl__set_running_run(r);
     st = pl_next_call(&next, c, root, out);
+    pl__set_running_run(outer);
     assert(r->cur == c || r->stop); /* as for a callee (callee.c) */
     return st ? st : pl__inv_finish(c);
 }

@@ -12,7 +12,8 @@
 
 /*
  * Is @p c the context of the invocation running now?  A callee's context
- * used after the callee returned, or a caller's used inside a callee, would
+ * used after the callee returned, a caller's used inside a callee, or one
+ * of another run (a run started inside a policy, another thread's) would
  * move a cursor that is not the running one: refuse it.  (A context used
  * after its run ended is freed memory, which no check can catch.)
  */
@@ -20,13 +21,13 @@ int pl__ctx_check(const pl_ctx *c, const char *fn)
 {
     if (!c)
         return pl__err(PL_EINVAL, "%s: ctx is NULL", fn);
-    if (c->run->cur != c)
+    if (c->run->cur != c || pl__running_run() != c->run)
         return pl__err(PL_EINVAL,
                        "%s: the context of '%s' at %s in run %s "
                        "is not the running invocation's: a "
                        "context is valid only while its own "
                        "policy runs, not after it returned, nor "
-                       "inside a call it makes",
+                       "inside a call it makes or another run",
                        fn, c->def->name, c->path, c->run->id);
     return PL_OK;
 }

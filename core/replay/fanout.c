@@ -82,9 +82,12 @@ static void run_branch(fanout *f, branch *b)
     r->crashed_before = p->crashed_before;
     r->cur = f->caller;
     b->run = r;
+    const void *outer = pl__running_run(); /* the caller's, on its thread */
+    pl__set_running_run(r);
     st = pl__callee_run(r, f->caller, b->call_seq, b->call_replayed, b->a,
                         b->def, b->decos, b->n_decos, b->t0, false, &b->res,
                         &b->link);
+    pl__set_running_run(outer);
     if ((!st || st == PL_ESUSPENDED) && r->batch.steps.n) {
         /* its steps, or its suspension, are durable before the caller
          * goes on: the caller's result or the run's token names them */

@@ -94,9 +94,10 @@ void pl_pool_free(pl_pool *pool);
 /*
  * Every pl_ctx_* function below takes the context its policy (or decorator)
  * was given, while that policy runs.  A context used after its policy
- * returned, or a caller's context used inside a call it made, is refused
- * with PL_EINVAL (and a message) without touching the run.  A context used
- * after its run ended is freed memory: never keep one.
+ * returned, a caller's context used inside a call it made, or a context
+ * used inside another run (one a policy started, or one on another thread)
+ * is refused with PL_EINVAL (and a message) without touching the run.  A
+ * context used after its run ended is freed memory: never keep one.
  */
 
 /**
