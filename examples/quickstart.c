@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     pl_registry *reg = NULL;
     pl_engine *engine = NULL;
     pl_outcome *outcome = NULL;
-    int st;
+    int st, failed = 1; /* exits 1 unless the run completed */
 
     if ((st = pl_registry_new(&reg)) ||
         (st = pl_registry_add_fn(reg, "add", add, NULL)) ||
@@ -77,6 +77,7 @@ int main(int argc, char **argv)
 
     /* It ran: the outcome says how it ended (a failure is recorded). */
     if (outcome->status == PL_RUN_COMPLETED) {
+        failed = 0;
         char *json = cJSON_PrintUnformatted(pl_outcome_result(outcome));
         printf("completed %s: calls executed %llu, served from the ledger "
                "%llu\n",
@@ -94,5 +95,5 @@ done:
     pl_outcome_free(outcome);
     pl_engine_close(engine);
     pl_registry_free(reg);
-    return st ? 1 : 0;
+    return st || failed;
 }
