@@ -401,6 +401,50 @@ Test(cap, utf8_and_escapes_are_cut_cleanly, .fini = t_cleanup)
     pl_registry_free(reg);
 }
 
+/* An error result over the cap stays an error of its code: a caller, or a
+ * retry outside cap, that asks whether the call failed is told it did. */
+Test(cap, an_error_result_over_the_cap_stays_an_error, .fini = t_cleanup)
+{
+    fresh_fx(t_tmpdir());
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg, NULL, NULL);
+    char big[600], args[800];
+    memset(big, 'x', 500);
+    big[500] = '\0';
+    snprintf(args, sizeof args, "{\"fail\": 1, \"tokens\": \"%s\"}", big);
+    pl_outcome *o = capped(e, "err", 300, args);
+    expect_code(o, PL_ERR_RETRYABLE_SERVER);
+    const cJSON *r = pl_outcome_result(o);
+    cr_expect(cJSON_IsTrue(member(r, "error")));
+    cr_expect(cJSON_IsTrue(member(r, "truncated")));
+    cr_expect(strstr(str_member(r, "note"), "truncated"));
+    char *text = t_text(r);
+    cr_expect_leq(strlen(text), 300, "the replacement fits: %s", text);
+    free(text);
+    pl_steps *l = ledger(e, "err", "0.0");
+    const pl_step *last = pl_steps_at(l, pl_steps_count(l) - 1);
+    cr_expect(pl_step_is_error(last));
+    cr_expect_str_eq(pl_step_actor(last), "cap");
+    pl_steps_free(l);
+    expect_replay_still(e, "err", o);
+    pl_outcome_free(o);
+    /* [retry, cap]: the capped error is retried, the second attempt's
+     * result comes back */
+    static pl_retry_options ro;
+    ro = retry_opts(2);
+    pl_decorator d[2];
+    cr_assert_eq(pl_decorator_retry(&d[0], &ro), PL_OK);
+    cr_assert_eq(pl_decorator_cap(&d[1], 300), PL_OK);
+    set_decos(2, d);
+    long hits = file_size(g_fx);
+    o = run_tool(e, "again", "flaky", args);
+    expect_ok(o);
+    cr_expect_eq(file_size(g_fx) - hits, 2, "two attempts");
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(cap, bad_configurations, .fini = t_cleanup)
 {
     pl_decorator d;

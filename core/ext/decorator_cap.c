@@ -16,8 +16,9 @@
  *   preview          the start of that text, cut on a UTF-8 boundary so
  *                    the whole replacement fits in the cap
  *
- * which becomes the call's result; the full result stays in the callee's
- * ledger.  Nothing is ever cut silently.
+ * (an error result's replacement is an error too, of its step type, with
+ * "error", its "code" and a "message"), which becomes the call's result;
+ * the full result stays in the callee's ledger.  Nothing is ever cut silently.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +26,10 @@
 
 #include <policyledger.h>
 
-/* The replacement with a preview of the first @p keep bytes of @p text. */
+/* The replacement with a preview of the first @p keep bytes of @p text;
+ * for an error result (@p err), an error of its @p code (NULL: none). */
 static int replacement(cJSON **out, const char *text, size_t len, size_t keep,
-                       size_t cap)
+                       size_t cap, bool err, const char *code)
 {
     char note[120];
     snprintf(note, sizeof note,
@@ -42,6 +44,12 @@ static int replacement(cJSON **out, const char *text, size_t len, size_t keep,
                           "original_bytes", (int64_t)len, "max_bytes",
                           (int64_t)cap, "note", note, "preview", preview);
     free(preview);
+    if (!st && err &&
+        (!cJSON_AddTrueToObject(*out, "error") ||
+         (code && !cJSON_AddStringToObject(*out, "code", code)) ||
+         !cJSON_AddStringToObject(*out, "message",
+                                  "the error result was truncated")))
+        st = pl_errorf(PL_ENOMEM, "cap: out of memory");
     return st;
 }
 
@@ -64,8 +72,13 @@ static int cap_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     size_t n = pl_steps_count(out);
     if (st || n == before)
         return st;
-    char *text = cJSON_PrintUnformatted(pl_step_payload(pl_steps_at(out,
-                                                                    n - 1)));
+    const pl_step *last = pl_steps_at(out, n - 1);
+    /* an error result stays an error of its code, for the caller (or a
+     * retry outside cap) to see that the call failed */
+    bool err = pl_step_is_error(last);
+    const char *code = pl_step_error_code(last);
+    pl_step_type type = err ? pl_step_type_of(last) : PL_STEP_ACTION_RESULT;
+    char *text = cJSON_PrintUnformatted(pl_step_payload(last));
     if (!text)
         return pl_errorf(PL_ENOMEM, "cap: out of memory");
     size_t len = strlen(text);
@@ -80,7 +93,7 @@ static int cap_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     for (;;) {
         cJSON_Delete(r);
         r = NULL;
-        if ((st = replacement(&r, text, len, keep, cap)))
+        if ((st = replacement(&r, text, len, keep, cap, err, code)))
             break;
         char *rt = cJSON_PrintUnformatted(r);
         if (!rt) {
@@ -96,7 +109,7 @@ static int cap_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     }
     free(text);
     if (!st)
-        st = pl_ctx_emit(ctx, out, PL_STEP_ACTION_RESULT, "cap", r);
+        st = pl_ctx_emit(ctx, out, type, "cap", r);
     cJSON_Delete(r);
     return st;
 }

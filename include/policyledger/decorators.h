@@ -236,8 +236,11 @@ int pl_decorator_budget(pl_decorator *out, const pl_budget *limits);
  *      "note": "...", "preview": "<the start of the JSON text>"}
  * with the preview cut, on a UTF-8 boundary, so the whole replacement fits
  * in @p max_bytes (a cap smaller than the note itself gets an empty
- * preview).  Never a silent cut: the full result stays in the callee's
- * ledger.
+ * preview).  An error result stays an error: its replacement, of the same
+ * step type, also has "error": true, its "code" and a "message" saying it
+ * was truncated, so the caller (and a retry outside cap) still sees the
+ * call fail with that code.  Never a silent cut: the full result stays in
+ * the callee's ledger.
  * @return PL_OK; PL_EINVAL (NULL @p out, @p max_bytes 0).
  */
 int pl_decorator_cap(pl_decorator *out, size_t max_bytes);
