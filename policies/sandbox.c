@@ -740,8 +740,9 @@ static int check_path_arg(const pl_sandbox *sb, const char *cwd, size_t i,
 
 /* Check the path arguments of a command whose operands are paths: every
  * argument not starting with '-' ("-" alone is standard input), all after
- * "--", and the value of "--name=value"; a short option with a '/' in
- * its attached value ("-f/etc/x") cannot be told apart, so is refused. */
+ * "--", and the value of "--name=value"; a short option with a '/' or a
+ * ".." in its attached value ("-f/etc/x", "-C..") cannot be told apart,
+ * so is refused. */
 static int check_path_args(const pl_sandbox *sb, const char *cwd,
                            const char *const *argv, size_t argc)
 {
@@ -759,7 +760,7 @@ static int check_path_args(const pl_sandbox *sb, const char *cwd,
             const char *eq = strchr(a, '=');
             if (eq && eq[1])
                 st = check_path_arg(sb, cwd, i, eq + 1);
-        } else if (strchr(a, '/')) {
+        } else if (strchr(a, '/') || strstr(a, "..")) {
             st = pl__err(PL_EFORBIDDEN,
                          "sandbox: argument %zu, '%.200s', is an option with "
                          "a path attached; give the path as an argument of "

@@ -65,7 +65,7 @@ static fixture F;
 
 static const char *const k_commands[] = {"echo", "sh", "env", "head",
                                          "no-such-program-x"};
-static const char *const k_path_commands[] = {"cat", "ls"};
+static const char *const k_path_commands[] = {"cat", "ls", "mkdir", "cp"};
 
 static void write_file(const char *path, const char *text)
 {
@@ -81,7 +81,7 @@ static pl_tools_options options(void)
     o.commands = k_commands;
     o.n_commands = sizeof k_commands / sizeof *k_commands;
     o.path_commands = k_path_commands;
-    o.n_path_commands = 2;
+    o.n_path_commands = sizeof k_path_commands / sizeof *k_path_commands;
     return o;
 }
 
@@ -367,6 +367,34 @@ Test(run_command, path_arguments_stay_under_the_root, .fini = close_all)
     /* a command that is not a path command may name anything */
     r = run("echo", "{\"argv\": [\"echo\", \"/etc/passwd\"]}");
     cr_expect_str_eq(str(got(r), "stdout"), "/etc/passwd\n");
+    pl_outcome_free(r);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char p[8400];
+    struct stat sst;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &sst) == 0;
+}
+
+/* A short option with ".." attached names the parent as "-C/x" would. */
+Test(run_command, attached_dots_stay_under_the_root, .fini = close_all)
+{
+    pl_tools_options o = options();
+    open_with(&o);
+    /* "-t.." is cp's target directory: the root's parent */
+    expect_code("c1", "{\"argv\": [\"cp\", \"-t..\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    expect_code("c2", "{\"argv\": [\"cp\", \"-vt..\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s/..", F.dir);
+    cr_expect(!exists(parent, "inside.txt"), "nothing was copied above");
+    pl_outcome *r = run("in2",
+                        "{\"argv\": [\"cp\", \"-t\", \"sub\", \"inside.txt\"], "
+                        "\"cwd\": \".\"}");
+    cr_expect_eq(num(got(r), "exit_code"), 0, "%s", str(got(r), "stderr"));
     pl_outcome_free(r);
 }
 

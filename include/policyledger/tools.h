@@ -144,9 +144,9 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * (even through parts that do not exist yet: a program may make them), or
  * when a symlink on its way leaves the root (pl_sandbox_resolve()); a
  * missing part is left for the program to meet.  A short option with a
- * '/' in its attached value ("-f/etc/x") is refused: give the path as an
- * argument of its own.  This checks the arguments as given: it does not
- * confine what the program then opens.
+ * '/' or a ".." in its attached value ("-f/etc/x", "-C..") is refused:
+ * give the path as an argument of its own.  This checks the arguments as
+ * given: it does not confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
  * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
  *         path argument outside the root); PL_EINVAL (NULL argument, argc
