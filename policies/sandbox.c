@@ -258,6 +258,8 @@ typedef struct walk {
     char rest[SB_PATH_MAX + 1];
     size_t rest_len;
     unsigned links;
+    bool made; /* a check of a command's argument: a missing directory on
+                  the way is one the program may make (skip_made()) */
 } walk;
 
 static void walk_free(walk *w)
@@ -423,6 +425,32 @@ static int walk_errno(const walk *w, const char *name, int e)
 }
 
 /*
+ * The directory named before w->rest is missing, and a program may make
+ * it: walk over w->rest while it stays in what would be made (no symlink
+ * there), back to the directory on top of the stack.  *out_inside when
+ * the path ends in it.
+ */
+static int skip_made(walk *w, bool *out_inside)
+{
+    char name[SB_NAME_MAX + 1];
+    size_t made = 1;
+    for (;;) {
+        bool got = false, last = false;
+        int st = next_component(w, name, &got, &last);
+        if (st || !got) {
+            *out_inside = true;
+            return st;
+        }
+        if (strcmp(name, "..") == 0 && --made == 0) {
+            *out_inside = false;
+            return PL_OK;
+        }
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+            made++;
+    }
+}
+
+/*
  * Walk the path.  With @p open_flags < 0 (a resolve), the last component is
  * looked at with O_PATH and may be missing; *out_fd is then -1 and
  * *last_name holds it.  Otherwise the last component is opened with
@@ -495,6 +523,12 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
             if (e == ENOENT && last) { /* a resolve: the last may be new */
                 snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
                 return PL_OK;
+            }
+            bool inside = false;
+            if (e == ENOENT && w->made) {
+                if ((st = skip_made(w, &inside)) || inside)
+                    return st;
+                continue;
             }
             return walk_errno(w, name, e);
         }
@@ -722,11 +756,18 @@ static int check_path_arg(const pl_sandbox *sb, const char *cwd, size_t i,
                      "sandbox: argument %zu, '%.200s', climbs above '%s' "
                      "with '..'",
                      i, arg, sb->root);
-    char *resolved = NULL;
     if (!st) {
-        /* symlinks on the way; a missing part is the program's to meet */
-        st = pl_sandbox_resolve(&resolved, sb, path, len);
-        free(resolved);
+        /* symlinks on the way, also past missing directories the program
+         * may make ("x/../out" once x is made); a missing part is the
+         * program's to meet */
+        walk w;
+        int fd = -1;
+        char last[SB_NAME_MAX + 1];
+        st = walk_init(&w, sb, path, len, rel, rel_len);
+        w.made = true;
+        if (!st)
+            st = walk_run(&w, -1, 0, false, &fd, last);
+        walk_free(&w);
         if (st == PL_ENOTFOUND)
             st = PL_OK;
     }

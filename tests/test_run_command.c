@@ -378,6 +378,28 @@ static bool exists(const char *dir, const char *name)
     return lstat(p, &sst) == 0;
 }
 
+/* A path through parts a program makes on its way leaves the root no more
+ * than a path as written does. */
+Test(run_command, made_parts_stay_under_the_root, .fini = close_all)
+{
+    pl_tools_options o = options();
+    open_with(&o);
+    /* mkdir -p makes "x", so "x/.." is the root and "out" the symlink */
+    expect_code("m1", "{\"argv\": [\"mkdir\", \"-p\", \"x/../out/pwned\"]}",
+                PL_ERR_FORBIDDEN);
+    expect_code("m2",
+                "{\"argv\": [\"mkdir\", \"-p\", \"x/y/../../out/pwned\"]}",
+                PL_ERR_FORBIDDEN);
+    cr_expect(!exists(F.outside, "pwned"), "nothing was made outside");
+    cr_expect(!exists(F.dir, "x"), "nothing ran");
+    /* made parts that stay inside run */
+    pl_outcome *r = run("in1", "{\"argv\": [\"mkdir\", \"-p\", "
+                               "\"x/y/../z\", \"n/../sub/new\"]}");
+    cr_expect_eq(num(got(r), "exit_code"), 0, "%s", str(got(r), "stderr"));
+    pl_outcome_free(r);
+    cr_expect(exists(F.dir, "x/z") && exists(F.dir, "sub/new"));
+}
+
 /* A short option with ".." attached names the parent as "-C/x" would. */
 Test(run_command, attached_dots_stay_under_the_root, .fini = close_all)
 {

@@ -142,8 +142,10 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * Relative ones are taken from the root.  A path is refused when it is
  * absolute and elsewhere, when its ".." climb above the root as written
  * (even through parts that do not exist yet: a program may make them), or
- * when a symlink on its way leaves the root (pl_sandbox_resolve()); a
- * missing part is left for the program to meet.  A short option with a
+ * when a symlink on its way leaves the root (pl_sandbox_resolve()), also
+ * one reached past missing directories a program may make ("x/../out",
+ * x missing, out a symlink that leaves); a missing part is left for the
+ * program to meet.  A short option with a
  * '/' or a ".." in its attached value ("-f/etc/x", "-C..") is refused:
  * give the path as an argument of its own.  This checks the arguments as
  * given: it does not confine what the program then opens.
