@@ -135,6 +135,44 @@ Test(timeout, bad_configurations, .fini = t_cleanup)
     cr_expect_eq(pl_ctx_deadline(NULL), 0);
 }
 
+/* waiter: waits for the event "go" with no timeout of its own. */
+static int waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a, (void)user;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    return st ? st : pl_steps_add_resultf(out, "{s:b}", "ok", 1);
+}
+
+/* A run's own wait waits what it is given, not up to the call's deadline
+ * (context.h): the run parks past it, and the callee that returns late
+ * gets the recorded Timeout. */
+Test(timeout, a_wait_is_not_cut_at_the_deadline, .fini = t_cleanup)
+{
+    fresh_fx(t_tmpdir());
+    pl_decorator d;
+    cr_assert_eq(pl_decorator_timeout(&d, 30), PL_OK);
+    set_decos(1, &d);
+    pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "waiter", waiter, NULL), PL_OK);
+    pl_engine *e = open_engine(t_store_path(), reg, NULL, NULL);
+    pl_outcome *o = run_tool(e, "w", "waiter", "{}");
+    cr_expect_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    struct timespec ts = {0, 100 * 1000 * 1000}; /* past the deadline */
+    nanosleep(&ts, NULL);
+    cJSON *go = cJSON_CreateObject();
+    o = NULL;
+    cr_assert_eq(pl_run_signal(&o, e, "w", "go", go), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(go);
+    cr_assert_not_null(o);
+    expect_code(o, PL_ERR_TIMEOUT);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* budget                                                                   */

@@ -525,7 +525,11 @@ bool pl_ctx_replaying(const pl_ctx *ctx);
  * (http_get, run_command, an LLM policy's model call, an MCP tool's call)
  * are cut at it with a "Timeout" error result; and the timeout decorator
  * replaces the result of a callee that returned past it with a recorded
- * "Timeout" error.  Nothing is interrupted.
+ * "Timeout" error.  Nothing is interrupted.  A run's own waits,
+ * pl_ctx_sleep() and pl_ctx_wait_event(), wait what they are given, which
+ * is recorded: to bound one by the deadline, give it the time left
+ * (pl_ctx_deadline() - pl_ctx_now(), both recorded, so a replay gives the
+ * same).
  */
 int64_t pl_ctx_deadline(const pl_ctx *ctx);
 
