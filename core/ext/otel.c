@@ -612,6 +612,23 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* Can a request go to @p u: a host, and a port 1..65535 when one is
+ * given?  (libcurl's parser, the one that sends.) */
+static bool sendable(const char *u)
+{
+    CURLU *h = curl_url();
+    char *host = NULL, *port = NULL;
+    bool ok = h && !curl_url_set(h, CURLUPART_URL, u, 0) &&
+              !curl_url_get(h, CURLUPART_HOST, &host, 0) && host && *host;
+    char *end = NULL;
+    if (ok && !curl_url_get(h, CURLUPART_PORT, &port, 0)) /* or NO_PORT */
+        ok = strtol(port, &end, 10) > 0 && !*end;
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(h);
+    return ok;
+}
+
 static int set_url(pl_otel *x, const pl_otel_options *o)
 {
     const char *base = o->endpoint, *exact = NULL;
@@ -628,6 +645,12 @@ static int set_url(pl_otel *x, const pl_otel_options *o)
         return pl_errorf(PL_EINVAL,
                          "pl_otel_open: the endpoint '%.200s' is not an "
                          "http:// or https:// URL",
+                         u);
+    if (!sendable(u))
+        return pl_errorf(PL_EINVAL,
+                         "pl_otel_open: the endpoint '%.200s' is not a URL a "
+                         "request can go to: it needs a host, and a port "
+                         "1 to 65535 if any",
                          u);
     size_t n = strlen(u);
     if (!exact)

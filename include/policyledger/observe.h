@@ -176,7 +176,8 @@ typedef struct pl_otel_counts {
  * @param opts NULL for defaults (the endpoint from the environment).
  * @return PL_OK; PL_ENOTFOUND (no endpoint: none given, none in the
  *         environment); PL_EINVAL (NULL @p out, a bad version, an endpoint
- *         that is not http:// or https://, a header without '=');
+ *         that is not http:// or https://, or names no host or a port
+ *         outside 1..65535, a header without '=');
  *         PL_ENOMEM; PL_EIO (libcurl or the thread could not start; or
  *         a library built without libcurl, PL_WITH_CURL=OFF, saying so).
  */
