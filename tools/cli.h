@@ -171,6 +171,15 @@ bool cli_json_string_or_null(cJSON *o, const char *key, const char *v);
 void cli_json_schedule(cJSON *s);
 
 /*
+ * pl_plugin_load(), and a plugin that crashes while it loads (in its
+ * constructors or pl_plugin_init: SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGABRT) ends the tool with a line on stderr naming the plugin and the
+ * signal, and exit CLI_EXIT_STORE, instead of dying without a word.  A
+ * plugin is trusted code run in-process: nothing more is attempted.
+ */
+int cli_plugin_load(pl_registry *reg, const char *path);
+
+/*
  * Open an existing store read-only, with an empty registry: nothing is
  * created or written, no run is taken over.  On failure prints why and
  * returns false.  Close with cli_close_store().
