@@ -557,9 +557,60 @@ bool cli_stdout_ok(void)
     return false;
 }
 
+size_t cli_utf8_bad(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len = c < 0x80                 ? 1
+                     : c >= 0xc2 && c <= 0xdf ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
+        if (!len || i + len > n)
+            return i;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return i;
+        /* no overlong three- or four-byte form, no surrogate, nothing
+         * past U+10FFFF */
+        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
+            (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+char *cli_utf8_only(char *text)
+{
+    if (!text)
+        return NULL;
+    size_t len = strlen(text), at = cli_utf8_bad(text, len);
+    if (at == len)
+        return text;
+    char *out = malloc(3 * len + 1), *o = out;
+    for (size_t i = 0; out && i < len;) {
+        size_t ok = cli_utf8_bad(text + i, len - i);
+        memcpy(o, text + i, ok);
+        o += ok;
+        i += ok;
+        if (i < len) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    if (out)
+        *o = '\0';
+    free(text);
+    return out;
+}
+
 bool cli_json_line(FILE *f, const cJSON *item)
 {
-    char *s = cJSON_PrintUnformatted(item);
+    char *s = cli_utf8_only(cJSON_PrintUnformatted(item));
     if (!s)
         return false;
     fputs(s, f);
@@ -570,7 +621,7 @@ bool cli_json_line(FILE *f, const cJSON *item)
 
 bool cli_json_document(FILE *f, const cJSON *item)
 {
-    char *s = cJSON_Print(item);
+    char *s = cli_utf8_only(cJSON_Print(item));
     if (!s)
         return false;
     fputs(s, f);

@@ -60,4 +60,12 @@
  * "time" (export.c). */
 PL__HIDDEN void pl__export_time_iso(char *out, size_t n, int64_t us);
 
+/* Does an export line's JSON @p theirs say the record's @p mine?  The
+ * export prints a byte that is not UTF-8 as U+FFFD (JSON text is UTF-8),
+ * so the two are compared as it prints them.  OOM compares unequal. */
+PL__HIDDEN bool pl__export_same_json(const cJSON *mine, const cJSON *theirs);
+/* The same for the record's text @p mine of @p n bytes. */
+PL__HIDDEN bool pl__export_same_text(const char *mine, size_t n,
+                                     const char *theirs);
+
 #endif /* PL_EXPORT_H */

@@ -497,6 +497,9 @@ int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
  * record, hex): what was delivered to it and not yet consumed.  The
  * format is written down in core/ops/export.h.
  * The export is complete: pl_run_import() makes the run again from it.
+ * It is UTF-8: a byte of a string (a payload's, a code identity's, a
+ * reason's) that is not part of well-formed UTF-8 is written as U+FFFD,
+ * which the import takes for that byte (the record, in hex, keeps it).
  * A run being written meanwhile may fail with PL_EBUSY: export it once it
  * stops.  The store is only read (a read-only engine will do).
  * @return PL_OK; PL_EINVAL; PL_ENOTFOUND; PL_EBUSY; PL_EIO (writing to

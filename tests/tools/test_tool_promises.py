@@ -308,6 +308,41 @@ class Replay(Stores, unittest.TestCase):
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
 
+    def test_json_is_utf8_whatever_the_store_holds(self):
+        """A payload's string need not be UTF-8 (cJSON keeps its bytes, the
+        store too); every JSON the tools print is, a byte that is not as
+        U+FFFD, and an export so printed imports to the same records."""
+        store, other = self.new_store(), self.new_store()
+        raw = os.fsdecode(b'{"order": "o-\xff\xfe", "k\xc3": 1}')
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit",
+                "approval", "--payload", raw, "--new-id", "u-1")
+
+        def utf8_json(rc_want, *cmd):
+            p = subprocess.run([os.fsencode(str(c)) for c in cmd],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, rc_want, (cmd, p.stderr))
+            text = p.stdout.decode("utf-8")  # strict: raises on a bad byte
+            return [json.loads(l) for l in text.splitlines()] \
+                if "jsonl" in cmd else json.loads(text)
+
+        doc = utf8_json(4, A.replay, store, "--plugin", A.plugin, "--run",
+                        "u-1", "--json")
+        self.assertEqual(doc["runs"][0]["prompt"]["order"], "o-\ufffd\ufffd")
+        utf8_json(0, A.dump, store, "--format", "json")
+        utf8_json(0, A.dump, store, "--format", "jsonl")
+        utf8_json(0, A.dump, store, "--run", "u-1", "--format", "json")
+        lines = utf8_json(0, A.dump, store, "--run", "u-1", "--format",
+                          "jsonl")
+        self.assertEqual(lines[0]["payload"], {"order": "o-\ufffd\ufffd",
+                                               "k\ufffd": 1})
+        export = os.path.join(self.tmp, "u-1.jsonl")
+        with open(export, "w") as f:
+            f.write(self.ok(A.dump, store, "--run", "u-1", "--format",
+                            "jsonl"))
+        self.ok(A.replay, other, "--import", export)
+        self.assertEqual(self.ok(A.helper, "head", other, "u-1"),
+                         self.ok(A.helper, "head", store, "u-1"))
+
     def ids(self, store):
         out = self.ok(A.dump, store, "--format", "jsonl")
         return {json.loads(line)["id"] for line in out.splitlines()}
