@@ -506,3 +506,46 @@ Test(store, a_failed_runs_vanished_last_step_is_found_by_its_count)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/*
+ * A run parked in a callee (design.md §8.7, §12.1): its state anchors the
+ * ledgers open where it waits, as a suspended run's does, so a change to
+ * the callee's last step, its `wait`, is found by verify.
+ */
+Test(store, a_waiting_runs_open_callee_ledger_is_anchored)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_outcome *o = t_start(e, "ask",
+                            "{\"calls\": [[\"nap\", {\"ms\": 3600000}]]}",
+                            "nap");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_verify(e, "nap"), PL_OK, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "nap", "0.0"), PL_OK, "%s", pl_errmsg());
+    size_t n = pl_steps_count(l);
+    cr_assert_eq(pl_step_type_of(pl_steps_at(l, n - 1)), PL_STEP_WAIT);
+    pl_steps_free(l);
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint8_t key[64];
+    uint32_t comp = 0;
+    size_t kl = step_key(key, raw_run_num(&r, "nap"), &comp, 1,
+                         (uint32_t)(n - 1)),
+           len;
+    uint8_t *rec = raw_get_step(&r, key, kl, &len);
+    rec[len - 1] ^= 0x01; /* the wake time's last byte: another time */
+    raw_put_step(&r, key, kl, rec, len);
+    free(rec);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "nap"), PL_ECORRUPT,
+                 "a waiting run's changed wait step went unnoticed");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
