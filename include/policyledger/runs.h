@@ -390,12 +390,13 @@ int pl_run_walk_from(pl_engine *engine, const char *run_id,
  * matches, every executed call's action_result names its callee ledger's
  * last step, the run's state names the root ledger's last step (its head,
  * for a completed, suspended, waiting, cancelled or continued run) and the
- * last step of each ledger open when the state was written (for every run
- * but a failed one), and a run not running holds the steps its state
- * counts.  So no step of a completed run can change or vanish unnoticed;
- * of a run not ended, none but the steps a crash left after its last state
- * record; of a failed run, whose state anchors no ledger, a vanished step
- * shows in its count, a changed last step of a ledger does not.
+ * last step of each ledger open when the state was written (every state
+ * but the one an execution writes as it fails), and a run not running
+ * holds the steps its state counts.  So no step of a completed run can
+ * change or vanish unnoticed; of a run not ended, none but the steps a
+ * crash left after its last state record; of a run whose execution
+ * failed, whose state anchors no ledger, a vanished step shows in its
+ * count, a changed last step of a ledger does not.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */
