@@ -438,7 +438,7 @@ bool cli_run_id_ok(const char *id)
 
 /*
  * A link's successor by the engine's rule for the ids of a chain
- * (docs/design.md, continue as new): "<id>~1" after "<id>", "<base>~<n+1>"
+ * (docs/design.md §12.2): "<id>~1" after "<id>", "<base>~<n+1>"
  * after "<base>~<n>" (n from 1, no leading zero, under 10^12).  This is
  * how the successor of a deleted link is found: a tombstone keeps its
  * status, not its links.  false when the id would be too long.

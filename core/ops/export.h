@@ -7,7 +7,7 @@
  *   line 1, the run:
  *   | field          | value                                              |
  *   |----------------|----------------------------------------------------|
- *   | kind, format   | "run", 1                                           |
+ *   | kind, format   | "run", 2 (PL__EXPORT_FORMAT)                       |
  *   | run            | the run's id                                       |
  *   | run_number     | its number in the store it came from (the first    |
  *   |                | 8 bytes of its step keys: the hashes cover it)     |
@@ -41,7 +41,7 @@
  *   |                | cancellation)                                      |
  *   | reason         | a cancellation's reason (absent: an event)         |
  *   | sent_us        | when it was delivered (µs since 1970)              |
- *   | record         | hex: the inbox record (ledger/codec/runrec.c) as   |
+ *   | record         | hex: the inbox record (ledger/codec/siderec.c) as  |
  *   |                | stored, checksummed and bound to the run's id      |
  *
  * Format 1 is format 2 without inbox lines (and without "inbox"): an

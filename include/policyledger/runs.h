@@ -388,12 +388,15 @@ int pl_run_walk_from(pl_engine *engine, const char *run_id,
  * stored step decodes, every ledger is gapless and hangs
  * off the action_call that created it, every step's stored predecessor hash
  * matches, every executed call's action_result names its callee ledger's
- * last step, and (for a completed or suspended run) the run's record names
- * the root ledger's last step.  So no step of a completed run can change
- * or vanish unnoticed; of a suspended run, none but the last step of each
- * ledger below the root still waiting for its call's result (the suspend
- * step, for one); of other runs, none but the last of the root ledger and
- * of each ledger whose call has no result yet.
+ * last step, the run's state names the root ledger's last step (its head,
+ * for a completed, suspended, waiting, cancelled or continued run) and the
+ * last step of each ledger open when the state was written (every state
+ * but the one an execution writes as it fails), and a run not running
+ * holds the steps its state counts.  So no step of a completed run can
+ * change or vanish unnoticed; of a run not ended, none but the steps a
+ * crash left after its last state record; of a run whose execution
+ * failed, whose state anchors no ledger, a vanished step shows in its
+ * count, a changed last step of a ledger does not.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */

@@ -610,7 +610,7 @@ class Web(Stores, unittest.TestCase):
             self.assertIn("pl_plugin_init", err)
 
     def test_a_successors_id_is_a_run_id(self):
-        """A run continued as new goes on as <id>~1 (docs/design.md): the
+        """A run continued as new goes on as <id>~1 (docs/design.md §12.2): the
         tools take such an id as any other, in ledger-replay --new-id, the
         API's run paths and a page's cursor that ends on one."""
         store = self.new_store()
