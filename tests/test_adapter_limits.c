@@ -775,3 +775,24 @@ Test(trace, appends_and_concurrent_lines_never_mix, .fini = t_cleanup)
     for (int i = 0; i < 4; i++)
         cr_expect_eq(per[i], 250, "writer %d", i);
 }
+
+/* An OpenTelemetry endpoint no request can reach is refused when the
+ * exporter opens, not a warning of spans lost at the end (without
+ * libcurl, every endpoint is refused so). */
+Test(otel_open, an_endpoint_no_request_can_reach_is_refused)
+{
+    const char *const bad[] = {"https://",         "http://:4318",
+                               "http://h:99999",   "http://127.0.0.1:0",
+                               "http://h:43x18",   "http://local host:1",
+                               "ftp://127.0.0.1:1"};
+    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pl_otel *x = (pl_otel *)1;
+        oo.endpoint = bad[i];
+        cr_expect_eq(pl_otel_open(&x, &oo), PL_WITH_CURL ? PL_EINVAL : PL_EIO,
+                     "%s", bad[i]);
+        cr_expect_null(x, "%s", bad[i]);
+        if (PL_WITH_CURL)
+            cr_expect(strstr(pl_errmsg(), "endpoint"), "%s", pl_errmsg());
+    }
+}
