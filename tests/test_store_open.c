@@ -165,6 +165,39 @@ Test(store, a_file_that_is_not_a_store)
     pl_registry_free(reg);
 }
 
+/* A FIFO where the data file or the lock file should be: opening it for
+ * reading would wait for a writer that never comes.  Refused at once,
+ * writable or read-only (a hang fails by the timeout). */
+Test(store, a_fifo_is_refused_not_waited_on, .timeout = 60)
+{
+    pl_registry *reg = registry();
+    const char *dir = t_tmpdir();
+    char fifo[4200], junk[4200], lock[4300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.db", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    for (int ro = 0; ro < 2; ro++) {
+        pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+        o.read_only = ro;
+        pl_engine *e = NULL;
+        int st = pl_engine_open(&e, fifo, reg, &o);
+        cr_assert_eq(st, PL_ECORRUPT, "a FIFO (read_only %d) gave %s (%s)", ro,
+                     pl_status_name(st), pl_errmsg());
+        cr_assert_null(e);
+        cr_assert(strstr(pl_errmsg(), fifo) != NULL, "names it: %s",
+                  pl_errmsg());
+    }
+    /* a file that is no store, beside a lock file that is a FIFO */
+    snprintf(junk, sizeof junk, "%s/junk.db", dir);
+    random_file(junk, 8192, 7);
+    snprintf(lock, sizeof lock, "%s-lock", junk);
+    cr_assert_eq(mkfifo(lock, 0600), 0);
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, junk, reg, NULL);
+    cr_assert_eq(st, PL_ECORRUPT, "%s (%s)", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    pl_registry_free(reg);
+}
+
 Test(store, an_lmdb_store_of_someone_else)
 {
     pl_registry *reg = registry();

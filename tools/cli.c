@@ -716,6 +716,51 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     return true;
 }
 
+bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last)
+{
+    if (strncmp(msg, "run '", 5))
+        return false;
+    size_t n = strcspn(msg + 5, "'");
+    if (!msg[5 + n] || n >= cap)
+        return false;
+    memcpy(out, msg + 5, n);
+    out[n] = '\0';
+    return cli_run_id_ok(out) && strcmp(out, last) > 0;
+}
+
+typedef struct runs_each {
+    pl_run_visit_fn visit;
+    void *user;
+    char last[PL_MAX_RUN_ID + 1]; /* the last run visited */
+} runs_each;
+
+static int each_visit(const pl_run_info *ri, void *user)
+{
+    runs_each *x = user;
+    snprintf(x->last, sizeof x->last, "%s", ri->id);
+    return x->visit(ri, x->user);
+}
+
+int cli_runs_each(pl_engine *e, pl_run_visit_fn visit,
+                  void (*damaged)(const char *id, const char *msg, void *user),
+                  void *user)
+{
+    runs_each x = {visit, user, ""};
+    for (;;) {
+        pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+        ro.after = x.last;
+        int st = pl_engine_runs_from(e, &ro, each_visit, &x);
+        char bad[PL_MAX_RUN_ID + 1];
+        if (st != PL_ECORRUPT ||
+            !cli_damaged_run(bad, sizeof bad, pl_errmsg(), x.last))
+            return st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", pl_errmsg());
+        damaged(bad, msg, user);
+        snprintf(x.last, sizeof x.last, "%s", bad);
+    }
+}
+
 bool cli_say_deleted(pl_engine *e, const char *id)
 {
     pl_tombstone t = PL_TOMBSTONE_INIT;

@@ -33,6 +33,7 @@ typedef struct list_ctx {
     bool oom;
     counted *crashed; /* in the listing's order */
     size_t n_crashed, cap_crashed, next_crashed;
+    size_t damaged; /* runs whose record could not be read */
 } list_ctx;
 
 static bool listed(const opts *o, const pl_run_info *ri)
@@ -150,19 +151,50 @@ static int list_visit(const pl_run_info *ri, void *user)
     return c->oom;
 }
 
+static void width_damaged(const char *id, const char *msg, void *user)
+{
+    (void)id;
+    (void)msg;
+    (void)user;
+}
+
+/* A run whose record cannot be read is listed as damaged, whatever the
+ * filters: the others are listed past it, and the exit status says so. */
+static void list_damaged(const char *id, const char *msg, void *user)
+{
+    list_ctx *c = user;
+    c->damaged++;
+    if (c->o->format == FMT_TEXT) {
+        printf("%-36s  damaged: %s\n", id, msg);
+        return;
+    }
+    cJSON *j = cJSON_CreateObject();
+    if (!j || !cJSON_AddStringToObject(j, "id", id) ||
+        !cJSON_AddStringToObject(j, "damaged", msg)) {
+        cJSON_Delete(j);
+        c->oom = true;
+    } else if (c->o->format == FMT_JSONL) {
+        c->oom = !cli_json_line(stdout, j);
+        cJSON_Delete(j);
+    } else {
+        cJSON_AddItemToArray(c->all, j);
+    }
+}
+
 int cmd_list(pl_engine *e, const opts *o)
 {
-    list_ctx c = {o, NULL, 0, 30, false, NULL, 0, 0, 0};
+    list_ctx c = {o, NULL, 0, 30, false, NULL, 0, 0, 0, 0};
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
-    int st = c.oom ? PL_ENOMEM : pl_engine_runs(e, width_visit, &c);
+    int st = c.oom ? PL_ENOMEM
+                   : cli_runs_each(e, width_visit, width_damaged, &c);
     if (!st) {
         count_crashed(e, &c);
         if (o->format == FMT_TEXT)
             printf("%-36s  %-16s  %-*s  %6s  %-19s  %s\n", "RUN", "POLICY",
                    c.status_width, "STATUS", "STEPS", "CREATED (UTC)",
                    "UPDATED (UTC)");
-        st = pl_engine_runs(e, list_visit, &c);
+        st = cli_runs_each(e, list_visit, list_damaged, &c);
     }
     if (c.oom) {
         cli_error("out of memory");
@@ -184,6 +216,12 @@ int cmd_list(pl_engine *e, const opts *o)
         cJSON_Delete(doc);
     }
     list_free(&c);
+    if (c.damaged) {
+        cli_error("%zu run record(s) could not be read (damaged, listed "
+                  "above): ledger-dump --verify checks them",
+                  c.damaged);
+        return CLI_EXIT_STORE;
+    }
     return CLI_EXIT_OK;
 }
 

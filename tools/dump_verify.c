@@ -110,25 +110,6 @@ static void verify_one(verify_ctx *v, const char *id)
 }
 
 /*
- * The run a listing's failure names, when the listing met a run record it
- * could not read: its message begins "run 'ID': " (pl_run_get()'s), ID a
- * run id past @p last, the last run listed.  False when it names none (a
- * key that is no run id, a key out of order: "naming the run after which
- * it stands", which is @p last).
- */
-static bool named_past(char *out, size_t cap, const char *msg, const char *last)
-{
-    if (strncmp(msg, "run '", 5))
-        return false;
-    size_t n = strcspn(msg + 5, "'");
-    if (!msg[5 + n] || n >= cap)
-        return false;
-    memcpy(out, msg + 5, n);
-    out[n] = '\0';
-    return cli_run_id_ok(out) && strcmp(out, last) > 0;
-}
-
-/*
  * Every run's id, to verify each: a listing that fails at a run record it
  * cannot read names that run (its fault is its own, with the listing's
  * reason) and goes on past it; one that fails where it can name no run
@@ -153,7 +134,7 @@ static void list_all(verify_ctx *v)
         snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
         const char *last = v->n_ids ? v->ids[v->n_ids - 1] : cursor;
         if (st == PL_ECORRUPT &&
-            named_past(bad, sizeof bad, pl_errmsg(), last)) {
+            cli_damaged_run(bad, sizeof bad, pl_errmsg(), last)) {
             if (add_id(v, bad, msg))
                 return;
             snprintf(cursor, sizeof cursor, "%s", bad);

@@ -110,6 +110,7 @@ int need_run(tool *t, const char *id)
 typedef struct all_ctx {
     tool *t;
     id_list todo;
+    unsigned damaged; /* runs whose record cannot be read */
 } all_ctx;
 
 static int visit_crashed(const pl_run_info *info, void *user)
@@ -137,10 +138,30 @@ static int visit_crashed(const pl_run_info *info, void *user)
     return 0;
 }
 
+/* A run whose record cannot be read is skipped, saying why; the others
+ * are continued, and the exit status is the store's. */
+static void skip_damaged(const char *id, const char *msg, void *user)
+{
+    all_ctx *a = user;
+    tool *t = a->t;
+    a->damaged++;
+    worst(t, EXIT_OPEN);
+    cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
+    if (!t->opt.json)
+        return;
+    cJSON *s = cJSON_CreateObject();
+    if (s && cJSON_AddStringToObject(s, "run_id", id) &&
+        cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
+        cJSON_AddStringToObject(s, "message", msg))
+        cJSON_AddItemToArray(t->skipped, s);
+    else
+        cJSON_Delete(s);
+}
+
 void mode_all(tool *t)
 {
-    all_ctx a = {t, {0}};
-    int st = pl_engine_runs(t->engine, visit_crashed, &a);
+    all_ctx a = {t, {0}, 0};
+    int st = cli_runs_each(t->engine, visit_crashed, skip_damaged, &a);
     if (st) {
         cli_error("listing the runs of %s: %s (%s)",
                   QUOTE(cli_store_shown(t->opt.store)),
@@ -152,8 +173,10 @@ void mode_all(tool *t)
         continue_one(t, a.todo.v[i], "(was crashed)");
     if (!st && !t->opt.json)
         printf("%zu crashed run(s) continued, %u skipped (owned by a live "
-               "process)\n",
-               a.todo.n, t->n_skipped);
+               "process)%s\n",
+               a.todo.n, t->n_skipped,
+               a.damaged ? ", and runs whose record cannot be read (above)"
+                         : "");
     ids_free(&a.todo);
 }
 

@@ -198,7 +198,10 @@ static int export_step(const pl_step *s, void *user)
               cJSON_AddStringToObject(o, "actor", pl_step_actor(s)) &&
               cJSON_AddStringToObject(o, "type",
                                       pl_step_type_name(pl_step_type_of(s))) &&
-              p && cJSON_AddItemToObject(o, "payload", cJSON_Duplicate(p, 1)) &&
+              /* CS: the name is not copied, so adding cannot fail and
+               * leave the copy unowned */
+              p &&
+              cJSON_AddItemToObjectCS(o, "payload", cJSON_Duplicate(p, 1)) &&
               cJSON_AddStringToObject(o, "time", t) &&
               cJSON_AddNumberToObject(o, "time_us",
                                       (double)pl_step_time_us(s)) &&

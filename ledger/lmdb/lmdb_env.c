@@ -648,7 +648,7 @@ static bool creator_waited(const char *file, const char *lock)
     pthread_once(&g_open_once, open_once);
     pthread_mutex_lock(&g_open_mu);
     bool mine = stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino);
-    int fd = mine ? -1 : open(lock, O_RDONLY | O_CLOEXEC);
+    int fd = mine ? -1 : open(lock, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     bool waited = false;
     for (int ms = 0; fd >= 0 && ms < CREATOR_WAIT_MS; ms++) {
         struct flock fl = {

@@ -91,7 +91,9 @@ static bool read_at(int fd, uint8_t *buf, size_t n, off_t at)
 static int check_once(const char *path, const char *file, off_t *seen)
 {
     *seen = -1;
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO's open would wait for a writer; it is refused
+     * below, as anything but a regular file is */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return errno == ENOENT
                    ? PL_OK

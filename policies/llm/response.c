@@ -63,7 +63,7 @@ static bool add_call(cJSON *calls, const char *id, const char *name,
         ok = text && cJSON_AddStringToObject(c, "arguments", text);
         free(text);
     } else if (ok && args) /* an object (Anthropic, Ollama), or a wrong shape */
-        ok = cJSON_AddItemToObject(c, "arguments", cJSON_Duplicate(args, 1));
+        ok = cJSON_AddItemToObjectCS(c, "arguments", cJSON_Duplicate(args, 1));
     return ok;
 }
 

@@ -697,11 +697,11 @@ static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
     bool ok = ans != NULL;
     if (ok && text)
-        ok = cJSON_AddItemToObject(ans, "text", cJSON_Duplicate(text, 1));
+        ok = cJSON_AddItemToObjectCS(ans, "text", cJSON_Duplicate(text, 1));
     if (ok)
-        ok = cJSON_AddItemToObject(ans, "tool_calls",
-                                   calls ? cJSON_Duplicate(calls, 1)
-                                         : cJSON_CreateArray());
+        ok = cJSON_AddItemToObjectCS(ans, "tool_calls",
+                                     calls ? cJSON_Duplicate(calls, 1)
+                                           : cJSON_CreateArray());
     if (!ok) {
         cJSON_Delete(ans);
         return pl__err(PL_ENOMEM, "out of memory");

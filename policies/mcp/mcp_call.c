@@ -334,8 +334,8 @@ static int snapshot(cJSON **out, void *user)
               (code ? cJSON_AddStringToObject(v, "tool", code)
                     : cJSON_AddNullToObject(v, "tool"));
     if (ok && whole)
-        ok = cJSON_AddItemToObject(v, "list", cJSON_Duplicate(m->list, 1)) &&
-             cJSON_AddItemToObject(v, "codes", cJSON_Duplicate(m->codes, 1));
+        ok = cJSON_AddItemToObjectCS(v, "list", cJSON_Duplicate(m->list, 1)) &&
+             cJSON_AddItemToObjectCS(v, "codes", cJSON_Duplicate(m->codes, 1));
     pthread_mutex_unlock(&m->lock);
     if (!ok) {
         cJSON_Delete(v);

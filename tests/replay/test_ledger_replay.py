@@ -383,6 +383,62 @@ def case_all_skips_a_live_owner():
         s.close()
 
 
+def damage_run_record(path, order):
+    """Flip a byte inside every copy in the file of the run record of
+    order-ORDER (its root payload names the order; the run record, unlike
+    the steps that carry it too, has a "created" field): reading it is
+    then PL_ECORRUPT, by its checksum."""
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    head = b"\xa6policy\xa5order\xa7payload"
+    hit = 0
+    at = raw.find(head)
+    while at >= 0:
+        nxt = raw.find(head, at + 1)
+        rec = raw[at:min(at + 400, nxt if nxt >= 0 else len(raw))]
+        if b"\xa3" + order.encode() in rec and b"\xa7created" in rec:
+            raw[at + rec.find(b"\xa7created") + 3] ^= 0x04
+            hit += 1
+        at = nxt
+    check(hit > 0, "no run record of order %s found in the file" % order)
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+def case_all_goes_past_a_damaged_run_record():
+    """--all finishes every crashed run though another run's record cannot
+    be read: that run is skipped with its reason (exit 2), the listing goes
+    on past it, and the crashed runs after it complete, each charge made
+    once."""
+    s = Store()
+    try:
+        s.demo("A-1")
+        s.demo("A-2")
+        for order in ("A-3", "A-4"):
+            p = s.demo(order, crash_after=4)
+            check(p.returncode == -signal.SIGKILL, "demo did not crash", p)
+        damage_run_record(s.path, "A-2")
+        doc, p = s.tool_json("--all", expect=2)
+        ids = sorted(r["run_id"] for r in doc["runs"])
+        check(ids == ["order-A-3", "order-A-4"], "--all stopped at the "
+              "damaged record", doc, p.stderr)
+        for r in doc["runs"]:
+            check(r["status"] == "completed", "not completed", r)
+        check([k["run_id"] for k in doc["skipped"]] == ["order-A-2"],
+              "the damaged run is not named as skipped", doc)
+        check("checksum" in doc["skipped"][0]["message"],
+              "the skip does not say why", doc["skipped"][0])
+        for order in ("A-1", "A-2", "A-3", "A-4"):
+            check(len(charges_of(s, order)) == 1, "charged twice", order)
+        p = s.tool("--all", expect=2)
+        check("order-A-2" in p.stderr and "cannot be read" in p.stderr,
+              "the text does not name the damaged run", p.stderr)
+        check("0 crashed run(s) continued" in p.stdout, "a finished run "
+              "was continued", p.stdout)
+    finally:
+        s.close()
+
+
 def case_check():
     s = Store()
     try:
@@ -895,7 +951,8 @@ def case_run_on_a_full_store():
 
 
 CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
-         case_all_skips_a_live_owner, case_check,
+         case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
+         case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
          case_submit_to_a_full_store, case_submit_with_priority_and_key,
          case_run_on_a_full_store,

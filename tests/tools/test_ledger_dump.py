@@ -346,6 +346,40 @@ class VerifyStatsTest(Base):
                 shutil.rmtree(bad)
         self.assertGreater(faults, 0, "no change was reported")
 
+    def test_list_goes_past_a_damaged_run_record(self):
+        # r-failed's run record (its root policy is "boom": no step names
+        # it so) changed in every copy in the file: the list shows the
+        # three other runs and r-failed as damaged, and exits 2
+        with open(os.path.join(self.store, "data.mdb"), "rb") as f:
+            raw = bytearray(f.read())
+        head = b"\xa6policy\xa4boom"
+        spots = [m.start() for m in re.finditer(re.escape(head), raw)]
+        self.assertTrue(spots)
+        for at in spots:
+            raw[at + len(head) + 3] ^= 0x04  # in the name "payload"
+        bad = os.path.join(self.tmp, "damaged-run-record")
+        shutil.copytree(self.store, bad)
+        with open(os.path.join(bad, "data.mdb"), "wb") as f:
+            f.write(raw)
+        rc, out, err = dump(bad)
+        self.assertEqual(rc, 2, out + err)
+        for run in ("r-completed", "r-crashed", "r-suspended"):
+            self.assertRegex(out, r"(?m)^%s +\S+ +\S+" % run, out)
+        self.assertRegex(out, r"(?m)^r-failed +damaged: .*checksum", out)
+        self.assertIn("1 run record(s) could not be read", err)
+        rc, out, err = dump(bad, "--format", "jsonl")
+        self.assertEqual(rc, 2, out + err)
+        rows = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual([r["id"] for r in rows],
+                         ["r-completed", "r-crashed", "r-failed",
+                          "r-suspended"])
+        self.assertIn("checksum", rows[2]["damaged"])
+        rc, out, err = dump(bad, "--status", "completed", "--format", "json")
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual([r["id"] for r in json.loads(out)["runs"]],
+                         ["r-completed", "r-failed"])
+        shutil.rmtree(bad)
+
     def test_verify_names_a_changed_last_step(self):
         # the note of r-completed's last root step, 0:4; its bytes may be in
         # the run's state record and on stale pages too, so each copy is
