@@ -156,6 +156,56 @@ class Help(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_an_option_of_one_value_given_twice_is_refused(self):
+        """A flag that takes one value, given twice, is refused (exit 1,
+        "is given twice"), before a store is opened or made: the last
+        value does not silently win (--cancel A --cancel B cancelled B
+        alone).  --plugin, which is repeatable, still adds each."""
+        tmp = tempfile.mkdtemp(prefix="pl-promises-twice-")
+        try:
+            store = os.path.join(tmp, "s.db")
+            cron = ["--cron", "* * * * *"]
+            cases = [
+                (A.replay, [store, "--cancel", "a", "--cancel", "b"]),
+                (A.replay, [store, "--plugin", A.plugin, "--run", "a",
+                            "--run", "b"]),
+                (A.replay, [store, "--plugin", A.plugin, "--fork", "a",
+                            "--at", "0:1", "--at", "0:2"]),
+                (A.replay, [store, "--plugin", A.plugin, "--resume", "a",
+                            "--resume", "b", "--answer", "{}"]),
+                (A.replay, [store, "--signal", "a", "--name", "go",
+                            "--name", "stop", "--payload", "{}"]),
+                (A.replay, [store, "--prune", "--older-than", "1d",
+                            "--older-than", "2d"]),
+                (A.replay, [store, "--submit", "p", "--payload", "{}",
+                            "--payload", '{"a": 1}']),
+                (A.replay, [store, "--schedule-put", "n"] + cron + cron +
+                 ["--policy", "p", "--payload", "{}"]),
+                (A.replay, [store, "--plugin", A.plugin, "--check",
+                            "--trace", os.path.join(tmp, "t1"), "--trace",
+                            os.path.join(tmp, "t2")]),
+                (A.dump, [store, "--run", "a", "--run", "b"]),
+                (A.dump, [store, "--status", "failed", "--status",
+                          "completed"]),
+                (A.dump, [store, "--format=json", "--format", "text"]),
+                (A.web, [store, "--listen", "127.0.0.1:0", "--listen",
+                         "127.0.0.1:0"]),
+                (A.web, [store, "--stall-timeout", "5",
+                         "--stall-timeout=6"])]
+            for tool, args in cases:
+                rc, out, err = run(tool, *args)
+                self.assertEqual(rc, 1, (args, out, err))
+                self.assertRegex(err.splitlines()[0],
+                                 r"--[a-z-]+ is given twice", args)
+                self.assertEqual(os.listdir(tmp), [], args)
+            # a repeatable flag stays repeatable
+            rc, out, err = run(A.replay, store, "--plugin", A.plugin,
+                               "--plugin", "/nonexistent/x.so", "--check")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("/nonexistent/x.so", err)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_every_flag_listed_and_taken(self):
         tools = [("ledger-dump", A.dump), ("ledger-replay", A.replay),
                  ("ledger-web", A.web)]
