@@ -39,6 +39,9 @@ one_line 2 "unexpected argument 'orders.db'" "$od" orders.db
 one_line 2 "--store needs a value" "$od" --store
 one_line 2 "needs a number, not '-1'" "$od" --crash-after -1
 one_line 2 "unknown durability 'fast'" "$od" --durability fast
+# a flag of one value given twice: refused, not the last one taken
+one_line 2 "--order is given twice" "$od" --store o.db --order A --order B
+one_line 2 "--store is given twice" "$od" --store o.db --store p.db
 # an order id is the tail of the run's id: refused before a store is made
 one_line 2 "bad order id" "$od" --store o.db --order ''
 one_line 2 "bad order id" "$od" --store o.db --order 'a b'
@@ -72,6 +75,9 @@ set +e; "$od" --store c.db --effects c.fx --crash-after 5 --quiet >/dev/null 2>&
 one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline
 one_line 2 "unexpected argument 'x.db'" "$ad" x.db
 one_line 2 "--mcp needs a value" "$ad" --mcp
+one_line 2 "--run is given twice" "$ad" --store a.db --run r1 --run r2
+one_line 2 "--answer is given twice" "$ad" --store a.db --answer '{}' \
+  --answer '{"approved": true}'
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db --mcp fs
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db \
   --mcp "$(printf 'n%.0s' $(seq 70))=stdio:true"
