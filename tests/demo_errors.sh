@@ -1,5 +1,6 @@
 #!/bin/sh
-# The example programs and the demo scripts given what they cannot use: an
+# The example programs, the demo scripts and test.sh, fuzz.sh and soak.sh
+# given what they cannot use: an
 # unknown flag, a flag without its value, a stray argument, a bad --mcp
 # spec, a store path that cannot be written, a store of the wrong kind.
 # Each says so in one line on stderr, prints nothing else, and exits as it
@@ -122,6 +123,17 @@ made_nothing --help q.db
 mkdir -p copy/scripts && cp "$src/scripts/demo.sh" copy/scripts/
 one_line 2 "unexpected argument '--stream'" bash copy/scripts/demo.sh --stream
 bash copy/scripts/demo.sh --help | grep -q 'Install what is missing'
+# test.sh, fuzz.sh and soak.sh refuse a bad argument before they install
+# or build anything (copies again: no deps.sh, no tree to build)
+for sc in test.sh fuzz.sh soak.sh; do cp "$src/scripts/$sc" copy/scripts/; done
+one_line 2 "usage: scripts/test.sh" bash copy/scripts/test.sh --bogus
+one_line 2 "usage: scripts/test.sh" bash copy/scripts/test.sh --sanitize --tsan
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh --bogus
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh 5m
+one_line 2 "no harness 'fuzz_nope'" bash copy/scripts/fuzz.sh 10 fuzz_nope
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh --build 10
+one_line 2 "usage: scripts/soak.sh" bash copy/scripts/soak.sh 5m
+one_line 2 "usage: scripts/soak.sh" bash copy/scripts/soak.sh 10 20
 ag=$src/scripts/agent-demo.sh
 one_line 2 "unknown option '--offline'" bash "$ag" --offline "$build"
 one_line 2 "--mcp takes no value here" bash "$ag" --mcp fs=stdio:x "$build"
