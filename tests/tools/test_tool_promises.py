@@ -359,6 +359,34 @@ class Replay(Stores, unittest.TestCase):
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
 
+    def test_import_from_an_endless_stdin_is_refused(self):
+        """--import - checks the export as it reads stdin: a stream that
+        never ends (a wrong pipe) is refused at its first bad line, exit 1,
+        no store made, instead of being copied to a temporary file until
+        the disk is full."""
+        store = self.new_store()
+        for stream in ("/dev/zero", None):
+            if stream:
+                src = open(stream, "rb")
+            else:  # lines that never end, none of them an export's
+                src = subprocess.Popen(["yes", "{\"kind\": \"step\"}"],
+                                       stdout=subprocess.PIPE)
+            try:
+                p = subprocess.run([A.replay, store, "--import", "-"],
+                                   stdin=src if stream else src.stdout,
+                                   capture_output=True, text=True,
+                                   timeout=60)
+            finally:
+                if stream:
+                    src.close()
+                else:
+                    src.kill()
+                    src.wait()
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot import", p.stderr)
+            rc, _, err = run(A.dump, store)
+            self.assertEqual(rc, 2, err)
+
     def ids(self, store):
         out = self.ok(A.dump, store, "--format", "jsonl")
         return {json.loads(line)["id"] for line in out.splitlines()}
