@@ -144,7 +144,18 @@ int main(int argc, char **argv)
     unsigned only = ONLY_ALL;
     bool quick = false;
     const char *dir = NULL;
+    unsigned given = 0; /* --dir, --store, --only: a bit each */
     for (int i = 1; i < argc; i++) {
+        /* a flag of one value given again: refused, not the last taken */
+        int k = !strcmp(argv[i], "--dir")     ? 1
+                : !strcmp(argv[i], "--store") ? 2
+                : !strcmp(argv[i], "--only")  ? 3
+                                              : 0;
+        if (k && (given & 1u << k)) {
+            fprintf(stderr, "pl-bench: %s is given twice\n", argv[i]);
+            return 2;
+        }
+        given |= k ? 1u << k : 0;
         if (!strcmp(argv[i], "--quick")) {
             quick = g_quick = true;
             g_reps = 1;

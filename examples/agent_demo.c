@@ -296,6 +296,7 @@ int main(int argc, char **argv)
     const char *mcp_spec[MAX_MCP];
     size_t n_mcp = 0;
     bool mcp_fs = false;
+    unsigned given = 0; /* the flags met, a bit each */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -322,13 +323,18 @@ int main(int argc, char **argv)
                                              "--mcp",
                                              "--crash-after-steps",
                                              "--approval-timeout"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known = known || !strcmp(a, valued[k]);
-        if (!known)
+        size_t k = 0, n = sizeof valued / sizeof valued[0];
+        while (k < n && strcmp(a, valued[k]))
+            k++;
+        if (k == n)
             return bad_usage(a[0] == '-' ? "unknown option"
                                          : "unexpected argument",
                              a);
+        if ((given & 1u << k) && strcmp(a, "--mcp")) { /* --mcp: many */
+            fprintf(stderr, "agent-demo: %s is given twice\n", a);
+            return 2;
+        }
+        given |= 1u << k;
         if (!v) {
             fprintf(stderr, "agent-demo: %s needs a value (see --help)\n", a);
             return 2;

@@ -154,6 +154,7 @@ int main(int argc, char **argv)
     char plugin_buf[4200];
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     demo d = {0, 0, 0};
+    unsigned given = 0; /* the flags met, a bit each */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -164,12 +165,21 @@ int main(int argc, char **argv)
             d.quiet = 1;
             continue;
         }
-        if (strcmp(a, "--store") && strcmp(a, "--effects") &&
-            strcmp(a, "--order") && strcmp(a, "--plugin") &&
-            strcmp(a, "--crash-after") && strcmp(a, "--durability"))
+        static const char *const valued[] = {"--store",       "--effects",
+                                             "--order",       "--plugin",
+                                             "--crash-after", "--durability"};
+        size_t k = 0, n = sizeof valued / sizeof valued[0];
+        while (k < n && strcmp(a, valued[k]))
+            k++;
+        if (k == n)
             return bad_usage(a[0] == '-' ? "unknown option"
                                          : "unexpected argument",
                              a);
+        if (given & 1u << k) { /* not the last one silently taken */
+            fprintf(stderr, "order-demo: %s is given twice\n", a);
+            return 2;
+        }
+        given |= 1u << k;
         if (!v) {
             fprintf(stderr, "order-demo: %s needs a value (see --help)\n", a);
             return 2;

@@ -13,15 +13,28 @@
 #                                      builds them in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
+     fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp
+     fuzz_schema fuzz_import fuzz_web)
+# the arguments, checked before anything is installed or built
+usage() {
+  echo "usage: scripts/fuzz.sh [SECONDS [NAME...]] | --seeds | --build" >&2
+  exit 2
+}
+case "${1:-}" in
+  --seeds | --build) [ $# -eq 1 ] || usage ;;
+  *) [[ ${1:-30} =~ ^[0-9]+$ ]] || usage
+     for n in "${@:2}"; do
+       [[ " ${all[*]} " == *" $n "* ]] ||
+         { echo "fuzz.sh: no harness '$n' (${all[*]})" >&2; exit 2; }
+     done ;;
+esac
 scripts/deps.sh --fuzz
 
 cc=$(command -v clang-19 || command -v clang)
 dir=build-fuzz
 cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DPL_FUZZ=ON \
   -DPL_BUILD_TESTS=OFF -DPL_BUILD_EXAMPLES=OFF -DPL_BUILD_BENCH=OFF >/dev/null
-all=(fuzz_step_record fuzz_run_record fuzz_payload fuzz_store
-     fuzz_llm_response fuzz_cli_args fuzz_llm_stream fuzz_calendar fuzz_mcp
-     fuzz_schema fuzz_import fuzz_web)
 cmake --build "$dir" -j"$(nproc)" --target "${all[@]}" >/dev/null
 [ "${1:-}" = "--build" ] && exit 0
 

@@ -17,6 +17,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-300}
+# checked before anything is built: "5m" would end in bash's arithmetic
+if [ $# -gt 1 ] || ! [[ $secs =~ ^[0-9]+$ ]]; then
+  echo "usage: scripts/soak.sh [SECONDS]" >&2
+  exit 2
+fi
 for d in build:OFF build-asan:ON; do
   cmake -S . -B "${d%%:*}" -DPL_BUILD_TESTS=ON -DPL_SANITIZE="${d##*:}" >/dev/null
   cmake --build "${d%%:*}" -j"$(nproc)" --target pl-soak >/dev/null

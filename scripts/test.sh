@@ -22,6 +22,12 @@
 # rest of the tests' packages install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# one mode at most, checked before anything is installed or built
+case "$*" in
+  "" | --sanitize | --tsan | --minimal) ;;
+  *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
+     exit 2 ;;
+esac
 build_only=${PL_TEST_BUILD_ONLY:-0}
 if [ "$build_only" = 1 ]; then scripts/deps.sh --test-build; else scripts/deps.sh --test; fi
 

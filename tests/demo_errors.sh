@@ -1,5 +1,6 @@
 #!/bin/sh
-# The example programs and the demo scripts given what they cannot use: an
+# The example programs, the demo scripts and test.sh, fuzz.sh and soak.sh
+# given what they cannot use: an
 # unknown flag, a flag without its value, a stray argument, a bad --mcp
 # spec, a store path that cannot be written, a store of the wrong kind.
 # Each says so in one line on stderr, prints nothing else, and exits as it
@@ -39,6 +40,9 @@ one_line 2 "unexpected argument 'orders.db'" "$od" orders.db
 one_line 2 "--store needs a value" "$od" --store
 one_line 2 "needs a number, not '-1'" "$od" --crash-after -1
 one_line 2 "unknown durability 'fast'" "$od" --durability fast
+# a flag of one value given twice: refused, not the last one taken
+one_line 2 "--order is given twice" "$od" --store o.db --order A --order B
+one_line 2 "--store is given twice" "$od" --store o.db --store p.db
 # an order id is the tail of the run's id: refused before a store is made
 one_line 2 "bad order id" "$od" --store o.db --order ''
 one_line 2 "bad order id" "$od" --store o.db --order 'a b'
@@ -72,6 +76,9 @@ set +e; "$od" --store c.db --effects c.fx --crash-after 5 --quiet >/dev/null 2>&
 one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline
 one_line 2 "unexpected argument 'x.db'" "$ad" x.db
 one_line 2 "--mcp needs a value" "$ad" --mcp
+one_line 2 "--run is given twice" "$ad" --store a.db --run r1 --run r2
+one_line 2 "--answer is given twice" "$ad" --store a.db --answer '{}' \
+  --answer '{"approved": true}'
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db --mcp fs
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db \
   --mcp "$(printf 'n%.0s' $(seq 70))=stdio:true"
@@ -116,6 +123,17 @@ made_nothing --help q.db
 mkdir -p copy/scripts && cp "$src/scripts/demo.sh" copy/scripts/
 one_line 2 "unexpected argument '--stream'" bash copy/scripts/demo.sh --stream
 bash copy/scripts/demo.sh --help | grep -q 'Install what is missing'
+# test.sh, fuzz.sh and soak.sh refuse a bad argument before they install
+# or build anything (copies again: no deps.sh, no tree to build)
+for sc in test.sh fuzz.sh soak.sh; do cp "$src/scripts/$sc" copy/scripts/; done
+one_line 2 "usage: scripts/test.sh" bash copy/scripts/test.sh --bogus
+one_line 2 "usage: scripts/test.sh" bash copy/scripts/test.sh --sanitize --tsan
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh --bogus
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh 5m
+one_line 2 "no harness 'fuzz_nope'" bash copy/scripts/fuzz.sh 10 fuzz_nope
+one_line 2 "usage: scripts/fuzz.sh" bash copy/scripts/fuzz.sh --build 10
+one_line 2 "usage: scripts/soak.sh" bash copy/scripts/soak.sh 5m
+one_line 2 "usage: scripts/soak.sh" bash copy/scripts/soak.sh 10 20
 ag=$src/scripts/agent-demo.sh
 one_line 2 "unknown option '--offline'" bash "$ag" --offline "$build"
 one_line 2 "--mcp takes no value here" bash "$ag" --mcp fs=stdio:x "$build"

@@ -182,6 +182,37 @@ Test(store, a_tail_that_cannot_be_written_costs_no_commit)
     pl_registry_free(reg);
 }
 
+/* A new store whose first map cannot hold its databases (map_size 4 KiB:
+ * one page) grows it as any write does, and runs; one whose map_size_max
+ * is below them is refused with the message of a store that may not grow,
+ * and a later open with room makes the store. */
+Test(store, a_map_too_small_for_a_new_store_grows_at_open)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.map_size = 4096;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    start_ok(e, "chain", "{\"n\": 3}", "small");
+    cr_assert_eq(pl_run_verify(e, "small"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+
+    char path2[4200];
+    t_store_in(path2, sizeof path2, t_tmpdir(), "store2.db");
+    o.map_size_max = 8192;
+    e = NULL;
+    int st = pl_engine_open(&e, path2, reg, &o);
+    cr_assert_eq(st, PL_EMAPFULL, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_assert(strstr(pl_errmsg(), "may not grow past map_size_max"), "%s",
+              pl_errmsg());
+    e = open_with(path2, reg, 0, 0);
+    start_ok(e, "chain", "{\"n\": 2}", "later");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 Test(store, full_map_that_may_not_grow, .timeout = 300)
 {
     const char *path = t_store_path();

@@ -119,6 +119,25 @@ bool cli_option(int argc, char **argv, int *i, const char *name,
     return true;
 }
 
+bool cli_once(cli_seen *seen, const char *arg, const char *const *one)
+{
+    size_t len = strcspn(arg, "=");
+    for (; one && *one; one++)
+        if (strlen(*one) == len && !strncmp(arg, *one, len))
+            break;
+    if (one && !*one)
+        return true; /* not an option of one value */
+    for (size_t i = 0; i < seen->n; i++)
+        if (strcspn(seen->names[i], "=") == len &&
+            !strncmp(seen->names[i], arg, len)) {
+            cli_error("%.*s is given twice: it takes one value", (int)len, arg);
+            return false;
+        }
+    if (seen->n < sizeof seen->names / sizeof seen->names[0])
+        seen->names[seen->n++] = arg;
+    return true;
+}
+
 int64_t cli_now_us(void)
 {
     struct timespec ts;

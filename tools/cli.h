@@ -48,6 +48,21 @@ const char *cli_first_error(void);
 bool cli_option(int argc, char **argv, int *i, const char *name,
                 const char **value);
 
+/*
+ * The options of one value met so far.  cli_once() looks at argument
+ * @p arg ("--run", or "--run=ID"): when it is an option of one value (one
+ * of @p one, NULL-terminated; any @p arg when @p one is NULL) met before,
+ * it prints "--run is given twice: it takes one value" and returns false,
+ * and the caller refuses the command (exit 1) rather than let the last
+ * value silently win (`--cancel A --cancel B` would cancel B alone); else
+ * true.
+ */
+typedef struct cli_seen {
+    const char *names[48];
+    size_t n;
+} cli_seen;
+bool cli_once(cli_seen *seen, const char *arg, const char *const *one);
+
 /* Now, Unix microseconds (the wall clock). */
 int64_t cli_now_us(void);
 

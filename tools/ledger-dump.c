@@ -111,8 +111,14 @@ static int parse_args(opts *o, int argc, char **argv)
     memset(o, 0, sizeof *o);
     o->format = FMT_TEXT;
     int64_t now = cli_now_us();
+    static const char *const one[] = {"--run",    "--format",     "--status",
+                                      "--policy", "--actor",      "--type",
+                                      "--since",  "--invocation", NULL};
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
+        if (!cli_once(&seen, a, one))
+            return CLI_EXIT_USAGE;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout); /* a help lost to a full disk says so */
             exit(cli_stdout_ok() ? CLI_EXIT_OK : CLI_EXIT_STORE);

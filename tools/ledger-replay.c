@@ -411,6 +411,7 @@ static int set_mode(options *o, enum mode m, const char *flag)
 static int parse_args(options *o, int argc, char **argv)
 {
     bool check = false, run_flag = false;
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -448,7 +449,7 @@ static int parse_args(options *o, int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "--upgrade")) {
-            if (set_mode(o, MODE_UPGRADE, a))
+            if (!cli_once(&seen, a, NULL) || set_mode(o, MODE_UPGRADE, a))
                 return EXIT_USAGE;
             if (v && v[0] != '-') { /* its ID, unless --all-diverged */
                 o->run = v;
@@ -481,6 +482,8 @@ static int parse_args(options *o, int argc, char **argv)
             continue;
         }
         if (is_queue_flag(a)) {
+            if (!cli_once(&seen, a, NULL))
+                return EXIT_USAGE;
             if (!v) {
                 cli_error("%s needs a value", a);
                 return EXIT_USAGE;
@@ -506,7 +509,10 @@ static int parse_args(options *o, int argc, char **argv)
             return EXIT_USAGE;
         }
         i++;
-        if (!strcmp(a, "--plugin") || !strcmp(a, "--mcp")) {
+        bool many = !strcmp(a, "--plugin") || !strcmp(a, "--mcp");
+        if (!many && !cli_once(&seen, a, NULL))
+            return EXIT_USAGE;
+        if (many) {
             bool plugin = !strcmp(a, "--plugin");
             const char ***list = plugin ? &o->plugins : &o->mcp;
             size_t *n = plugin ? &o->n_plugins : &o->n_mcp;

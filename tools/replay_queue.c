@@ -1,7 +1,7 @@
 /*
  * replay_queue.c -- ledger-replay --import, --worker and --submit.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* fopencookie() */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,22 +10,18 @@
 
 #include "replay.h"
 
-/* Copy stdin to a file of its own, so that it can be read twice. */
-static FILE *spool_stdin(void)
+/* stdin read through a tee: what is read is also written to a file of its
+ * own, so that the export is checked as it comes (a stream that never
+ * ends, or is no export, is refused at its first bad line rather than
+ * copied whole first) and can then be read again from the copy. */
+static ssize_t tee_read(void *cookie, char *buf, size_t size)
 {
-    FILE *f = tmpfile();
-    char buf[65536];
-    size_t n;
-    while (f && (n = fread(buf, 1, sizeof buf, stdin)) > 0)
-        if (fwrite(buf, 1, n, f) != n) {
-            fclose(f);
-            return NULL;
-        }
-    if (f && (ferror(stdin) || fflush(f) || fseek(f, 0, SEEK_SET))) {
-        fclose(f);
-        return NULL;
+    size_t n = fread(buf, 1, size, stdin);
+    if (n && fwrite(buf, 1, n, cookie) != n) {
+        errno = EIO;
+        return -1;
     }
-    return f;
+    return ferror(stdin) ? -1 : (ssize_t)n;
 }
 
 /* The whole export is checked (every hash and chain) before the store is
@@ -33,16 +29,24 @@ static FILE *spool_stdin(void)
 int prepare_import(tool *t)
 {
     const char *path = t->opt.import;
-    FILE *in = strcmp(path, "-") ? fopen(path, "rb") : spool_stdin();
+    bool piped = !strcmp(path, "-");
+    FILE *in = piped ? tmpfile() : fopen(path, "rb"), *tee = NULL;
+    cookie_io_functions_t tee_io = {.read = tee_read};
+    if (in && piped && !(tee = fopencookie(in, "r", tee_io))) {
+        fclose(in);
+        in = NULL;
+    }
     if (!in) {
         cli_error("cannot open the export %s: %s", QUOTE(path),
                   errno ? strerror(errno) : "cannot copy stdin");
         return EXIT_USAGE;
     }
     char *id = NULL;
-    int st = pl_run_import(&id, NULL, in, t->opt.new_id);
+    int st = pl_run_import(&id, NULL, tee ? tee : in, t->opt.new_id);
     free(id);
-    if (!st && fseek(in, 0, SEEK_SET))
+    if (tee && fclose(tee) && !st)
+        st = pl_errorf(PL_EIO, "cannot copy stdin: %s", strerror(errno));
+    if (!st && (fflush(in) || fseek(in, 0, SEEK_SET)))
         st = pl_errorf(PL_EIO, "cannot read the export again: %s",
                        strerror(errno));
     if (st) {

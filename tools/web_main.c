@@ -90,8 +90,13 @@ static int parse_args(args *a, int argc, char **argv)
         cli_error("out of memory");
         return CLI_EXIT_USAGE;
     }
+    static const char *const one[] = {"--listen", "--token-file",
+                                      "--stall-timeout", NULL};
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
+        if (!cli_once(&seen, argv[i], one))
+            return CLI_EXIT_USAGE;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout); /* a help lost to a full disk says so */
             return cli_stdout_ok() ? -1 : CLI_EXIT_STORE;

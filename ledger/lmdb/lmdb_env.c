@@ -399,12 +399,16 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         (rc = pl__lmdb_time_open(s, txn, true)) ||
         (rc = pl__lmdb_flow_open(s, txn, true)) ||
         (rc = pl__lmdb_tombs_open(s, txn, true))) {
-        *st = rc == MDB_INCOMPATIBLE
-                  ? pl__err(
-                        PL_ECORRUPT,
-                        "'%s' is an LMDB store but not a policyledger store",
-                        s->path)
-                  : pl__lmdb_err(s, rc, "opening databases");
+        /* a first map too small for the databases: grown (the writer's
+         * loop, on MDB_MAP_FULL with no status), as any write's */
+        if (rc != MDB_MAP_FULL)
+            *st =
+                rc == MDB_INCOMPATIBLE
+                    ? pl__err(
+                          PL_ECORRUPT,
+                          "'%s' is an LMDB store but not a policyledger store",
+                          s->path)
+                    : pl__lmdb_err(s, rc, "opening databases");
         return rc;
     }
     if (kind != PL__LMDB_STORE) {

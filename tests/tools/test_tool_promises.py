@@ -135,6 +135,10 @@ class Help(unittest.TestCase):
         for args, words in ((["--bogus"], "unknown option"),
                             (["--only"], "--only needs a value"),
                             (["--only", "w9"], "--only takes workloads"),
+                            (["--only", "w1", "--only", "w9"],
+                             "--only is given twice"),
+                            (["--dir", "/tmp", "--dir", "/tmp", "--only",
+                              "w9"], "--dir is given twice"),
                             (["--store", "/tmp/x.db"], "postgresql:// URI"),
                             (["--store", "postgresql://h/db?schema=x"],
                              "without schema="),
@@ -156,6 +160,56 @@ class Help(unittest.TestCase):
             self.assertIn("cannot connect to postgresql://u:***@", err)
             self.assertNotIn(SECRET, out + err)
             self.assertEqual(os.listdir(tmp), [])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_an_option_of_one_value_given_twice_is_refused(self):
+        """A flag that takes one value, given twice, is refused (exit 1,
+        "is given twice"), before a store is opened or made: the last
+        value does not silently win (--cancel A --cancel B cancelled B
+        alone).  --plugin, which is repeatable, still adds each."""
+        tmp = tempfile.mkdtemp(prefix="pl-promises-twice-")
+        try:
+            store = os.path.join(tmp, "s.db")
+            cron = ["--cron", "* * * * *"]
+            cases = [
+                (A.replay, [store, "--cancel", "a", "--cancel", "b"]),
+                (A.replay, [store, "--plugin", A.plugin, "--run", "a",
+                            "--run", "b"]),
+                (A.replay, [store, "--plugin", A.plugin, "--fork", "a",
+                            "--at", "0:1", "--at", "0:2"]),
+                (A.replay, [store, "--plugin", A.plugin, "--resume", "a",
+                            "--resume", "b", "--answer", "{}"]),
+                (A.replay, [store, "--signal", "a", "--name", "go",
+                            "--name", "stop", "--payload", "{}"]),
+                (A.replay, [store, "--prune", "--older-than", "1d",
+                            "--older-than", "2d"]),
+                (A.replay, [store, "--submit", "p", "--payload", "{}",
+                            "--payload", '{"a": 1}']),
+                (A.replay, [store, "--schedule-put", "n"] + cron + cron +
+                 ["--policy", "p", "--payload", "{}"]),
+                (A.replay, [store, "--plugin", A.plugin, "--check",
+                            "--trace", os.path.join(tmp, "t1"), "--trace",
+                            os.path.join(tmp, "t2")]),
+                (A.dump, [store, "--run", "a", "--run", "b"]),
+                (A.dump, [store, "--status", "failed", "--status",
+                          "completed"]),
+                (A.dump, [store, "--format=json", "--format", "text"]),
+                (A.web, [store, "--listen", "127.0.0.1:0", "--listen",
+                         "127.0.0.1:0"]),
+                (A.web, [store, "--stall-timeout", "5",
+                         "--stall-timeout=6"])]
+            for tool, args in cases:
+                rc, out, err = run(tool, *args)
+                self.assertEqual(rc, 1, (args, out, err))
+                self.assertRegex(err.splitlines()[0],
+                                 r"--[a-z-]+ is given twice", args)
+                self.assertEqual(os.listdir(tmp), [], args)
+            # a repeatable flag stays repeatable
+            rc, out, err = run(A.replay, store, "--plugin", A.plugin,
+                               "--plugin", "/nonexistent/x.so", "--check")
+            self.assertEqual(rc, 2, err)
+            self.assertIn("/nonexistent/x.so", err)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -307,6 +361,34 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual(rc, 2, err)
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
+
+    def test_import_from_an_endless_stdin_is_refused(self):
+        """--import - checks the export as it reads stdin: a stream that
+        never ends (a wrong pipe) is refused at its first bad line, exit 1,
+        no store made, instead of being copied to a temporary file until
+        the disk is full."""
+        store = self.new_store()
+        for stream in ("/dev/zero", None):
+            if stream:
+                src = open(stream, "rb")
+            else:  # lines that never end, none of them an export's
+                src = subprocess.Popen(["yes", "{\"kind\": \"step\"}"],
+                                       stdout=subprocess.PIPE)
+            try:
+                p = subprocess.run([A.replay, store, "--import", "-"],
+                                   stdin=src if stream else src.stdout,
+                                   capture_output=True, text=True,
+                                   timeout=60)
+            finally:
+                if stream:
+                    src.close()
+                else:
+                    src.kill()
+                    src.wait()
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("cannot import", p.stderr)
+            rc, _, err = run(A.dump, store)
+            self.assertEqual(rc, 2, err)
 
     def test_json_is_utf8_whatever_the_store_holds(self):
         """A payload's string need not be UTF-8 (cJSON keeps its bytes, the
