@@ -180,6 +180,8 @@
  *     true, Gemini's finishReason) or an error event in it is a failed
  *     attempt, retried as a failed request is; nothing of it is recorded.
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
+ *     Once the final event came, the answer is whole: a connection cut
+ *     after it, or held open with nothing more, changes nothing.
  *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one

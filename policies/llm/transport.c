@@ -39,6 +39,7 @@
 #define DEF_BASE_MS 250u
 #define DEF_MAX_MS 20000u
 #define DEF_MAX_BODY ((size_t)8 << 20)
+#define STREAM_LINGER_NS 200000000u /* a transfer past its stream's end */
 
 #if PL_WITH_CURL
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
@@ -245,7 +246,8 @@ typedef struct sink {
     long retry_after_ms_hdr; /* retry-after-ms, which wins; -1: none */
     pl__llm_stream *stream;  /* streaming: the stream, else NULL */
     CURL *c;
-    int mode; /* streaming: 0 not yet known, 1 a stream, 2 a whole body */
+    int mode;          /* streaming: 0 not yet known, 1 a stream, 2 a body */
+    uint64_t ended_ns; /* streaming: when the stream's last event came */
 } sink;
 
 /* A streamed request's response is read as a stream when it is a success
@@ -278,9 +280,18 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     return pl__buf_append(&s->body, p, len) ? 0 : len;
 }
 
-#endif /* PL_WITH_CURL */
+/* A stream whose last event came is the whole answer: a transfer that
+ * lingers past it (a server that holds the connection open) is left. */
+static int on_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c,
+                       curl_off_t d)
+{
+    sink *s = user;
+    (void)a, (void)b, (void)c, (void)d;
+    if (!s->ended_ns && s->mode == 1 && pl__llm_stream_done(s->stream))
+        s->ended_ns = pl__mono_ns();
+    return s->ended_ns && pl__mono_ns() - s->ended_ns > STREAM_LINGER_NS;
+}
 
-#if PL_WITH_CURL
 /* A Retry-After the server sent that is neither form is left aside: the
  * backoff's own waits apply, as if it had sent none. */
 /* retry-after-ms (OpenAI's and Anthropic's): milliseconds, whole or not;
@@ -351,11 +362,10 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                          const char *key, const char *body, long timeout_ms,
                          pl__llm_deltas *deltas)
 {
-    sink s = {
-        {0},   m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
-        false, -1,
-        -1,    NULL,
-        NULL,  0};
+    sink s = {.cap = m->o.max_response_bytes ? m->o.max_response_bytes
+                                             : DEF_MAX_BODY,
+              .retry_after_ms = -1,
+              .retry_after_ms_hdr = -1};
     if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap))) {
         a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
         a->message = pl__strdup("cannot set up the stream (out of memory)");
@@ -395,10 +405,17 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (s.stream) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     CURLcode rc = curl_easy_perform(c);
     const char *why = NULL;
     int sf = s.mode == 1 ? pl__llm_stream_failed(s.stream, &why) : 0;
-    if (sf) { /* not the protocol's or too large; or an error event */
+    if (s.mode == 1 && !sf && pl__llm_stream_done(s.stream))
+        rc = CURLE_OK; /* what came after the stream's end is not read */
+    if (sf) {          /* not the protocol's or too large; or an error event */
         a->retryable = sf == PL__LLM_STREAM_ERROR;
         a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
                                               : PL_ERR_INVALID_INPUT);
