@@ -122,7 +122,8 @@ static void usage(FILE *f)
         "(a turn\n"
         "                   served from the ledger comes whole)\n"
         "  --approval-timeout MS\n"
-        "                   a new run waits up to MS for the approval (an\n"
+        "                   a new run waits up to MS (0 to 1e12) for the "
+        "approval (an\n"
         "                   event, sent by --answer), else escalates: run\n"
         "                   agent-demo again after MS to let it escalate\n"
         "  --mcp NAME=SPEC  register the tools of an MCP server as NAME.TOOL\n"
@@ -370,10 +371,13 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--approval-timeout")) {
-            if (parse_long(v, &approval_timeout)) {
+            /* the agent's bound: a larger wait would start a run that
+             * fails at once */
+            if (parse_long(v, &approval_timeout) ||
+                approval_timeout > 1000000000000L) {
                 fprintf(stderr,
                         "agent-demo: --approval-timeout needs a number of "
-                        "milliseconds, not '%s'\n",
+                        "milliseconds, 0 to 1e12, not '%s'\n",
                         v);
                 return 2;
             }
