@@ -107,7 +107,9 @@ static void usage(FILE *f)
         "next\n"
         "                   to this program)\n"
         "  --question TEXT  the question (default: the fleet's maintenance "
-        "cost)\n"
+        "cost);\n"
+        "                   a run's own: another for a run that exists is "
+        "refused\n"
         "  --run ID         the run's id (default research-1)\n"
         "  --crash-after-steps N\n"
         "                   SIGKILL this process at step boundary N (a step\n"
@@ -160,6 +162,13 @@ static int parse_long(const char *s, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* The run's question (its root payload's) is @p q. */
+static bool same_question(const cJSON *payload, const char *q)
+{
+    const cJSON *had = cJSON_GetObjectItemCaseSensitive(payload, "question");
+    return cJSON_IsString(had) && !strcmp(had->valuestring, q);
 }
 
 /* NAME in this program's directory. */
@@ -290,6 +299,7 @@ int main(int argc, char **argv)
     const char *store = "agent-demo.db", *model = NULL, *data = NULL;
     const char *question = DEFAULT_QUESTION, *run_id = "research-1";
     const char *answer_text = NULL, *token = NULL, *plugin = NULL;
+    const char *question_given = NULL;
     long approval_timeout = -1;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
@@ -342,7 +352,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--data"))
             data = v;
         else if (!strcmp(a, "--question"))
-            question = v;
+            question = question_given = v;
         else if (!strcmp(a, "--run"))
             run_id = v;
         else if (!strcmp(a, "--answer"))
@@ -478,6 +488,13 @@ int main(int argc, char **argv)
         st = pl_run_start(&o, e, &root, &ro);
     } else if (st) {
         goto fail;
+    } else if (question_given && !same_question(info->payload, question)) {
+        fprintf(stderr,
+                "agent-demo: run %s asks another question; give another "
+                "--run for this one\n",
+                run_id);
+        rc = 2;
+        goto done;
     } else if (answer && info->status == PL_RUN_WAITING && !token) {
         /* a timed approval: the answer is an event, and the run goes on
          * here */

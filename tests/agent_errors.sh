@@ -57,6 +57,17 @@ grep -q 'no approval' "$c/out"
 set +e; run_demo "$c"; set -e
 fails 1 "InvalidInput" "$demo" --store "$c/s.db" --model "scripted://$c/script.json" --data "$agent_dir/data" --plugin "$plugin"
 
+# A question for a run that asks another is bad usage, and the run is left
+# as it was; its own question, given again, continues it.
+c="$dir/asked"; new_case "$c"
+run_demo "$c"
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+fails 2 "run research-1 asks another question" "$demo" --store "$c/s.db" \
+  --model "scripted://$c/script.json" --data "$agent_dir/data" \
+  --plugin "$plugin" --question 'How many vans?'
+run_demo "$c" --question 'What will maintaining our delivery fleet cost over the next three years?'
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+
 # Tools asked to leave the sandbox answer Forbidden to the model, which
 # reads the errors and answers; a model that calls an unknown tool ends the
 # research with InvalidModelAction.
