@@ -666,6 +666,46 @@ Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
     recs_clear();
 }
 
+/* A stream that quotes the key, in a line refused or in an error event:
+ * the message quotes it redacted, then cut, so no part of the key reaches
+ * the result (a cut made first left its start). */
+Test(llm_stream, a_stream_quoting_the_key_leaves_no_part_of_it)
+{
+    const char *key = "sk-planted-SECRET-7f3a9c1e5b";
+    char raw[2][600];
+    snprintf(raw[0], sizeof raw[0],
+             "{\"stream_raw\": \"Authorization: Bearer %s\\n\\n\"}", key);
+    snprintf(raw[1], sizeof raw[1],
+             "{\"stream_raw\": \"data: {\\\"error\\\": {\\\"message\\\": "
+             "\\\"%.225s %s\\\"}}\\n\\n\"}",
+             t_pad(), key);
+    setenv("MY_LLM_KEY", key, 1);
+    for (int i = 0; i < 2; i++) {
+        char script[sizeof raw + 32];
+        snprintf(script, sizeof script, "{\"responses\": [%s]}", raw[i]);
+        t_server srv;
+        t_server_start(&srv, script);
+        pl_llm_options o = quick(srv.base, true);
+        o.api_key_env = "MY_LLM_KEY";
+        o.max_attempts = 1;
+        pl_registry *reg = t_llm_registry("openai://m", &o);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *out = t_agent(e, "hi", "[]", i ? "key-event" : "key-line");
+        cr_assert_eq(out->status, PL_RUN_COMPLETED);
+        char *res = t_text(pl_outcome_result(out));
+        cr_expect(strstr(res, i ? "carried an error" : "a line reads"), "%s",
+                  res);
+        cr_expect(!strstr(res, "sk-planted"), "part of the key: %s", res);
+        free(res);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        t_server_stop(&srv);
+        recs_clear();
+    }
+    unsetenv("MY_LLM_KEY");
+}
+
 Test(llm_stream, data_that_is_not_json_is_refused)
 {
     refused("openai", "openai://m",

@@ -155,23 +155,7 @@ static void attempt_clear(attempt *a)
     a->retry_after_ms = -1;
 }
 
-/* Replace every occurrence of @p key in @p s by "[redacted]". */
 #if PL_WITH_CURL
-static char *redact(char *s, const char *key)
-{
-    if (!s || !key || strlen(key) < 4)
-        return s;
-    size_t kl = strlen(key);
-    char *p;
-    while ((p = strstr(s, key)) != NULL) {
-        char *n = pl__asprintf("%.*s[redacted]%s", (int)(p - s), s, p + kl);
-        free(s);
-        if (!(s = n))
-            return NULL;
-    }
-    return s;
-}
-
 static long rand_between(long lo, long hi)
 {
     uint64_t r = 0;
@@ -348,14 +332,11 @@ static char *error_text(const char *body, size_t len, const char *key)
                            ? cJSON_GetObjectItemCaseSensitive(e, "message")
                            : e;
     char *t = cJSON_IsString(msg)
-                  ? pl__asprintf("%.200s", msg->valuestring)
-                  : pl__asprintf("%.*s", (int)(len > 120 ? 120 : len),
-                                 body ? body : "");
+                  ? pl__llm_quote(msg->valuestring, strlen(msg->valuestring),
+                                  200, key)
+                  : pl__llm_quote(body, len, 120, key);
     cJSON_Delete(r);
-    for (char *q = t; q && *q; q++)
-        if ((unsigned char)*q < 0x20)
-            *q = ' ';
-    return redact(t, key);
+    return t;
 }
 
 static void http_attempt(attempt *a, const pl__llm *m, const char *url,
@@ -366,7 +347,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                                              : DEF_MAX_BODY,
               .retry_after_ms = -1,
               .retry_after_ms_hdr = -1};
-    if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap))) {
+    if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap, key))) {
         a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
         a->message = pl__strdup("cannot set up the stream (out of memory)");
         return;
@@ -419,7 +400,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         a->retryable = sf == PL__LLM_STREAM_ERROR;
         a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
                                               : PL_ERR_INVALID_INPUT);
-        a->message = redact(pl__strdup(why), key);
+        a->message = pl__llm_redact(pl__strdup(why), key);
         goto done;
     }
     if (s.over) {
@@ -434,10 +415,11 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
         a->error_code = (char *)(a->timed_out ? PL_ERR_TIMEOUT
                                               : PL_ERR_RETRYABLE_SERVER);
-        a->message = redact(pl__asprintf("transport error: %s",
-                                         *errbuf ? errbuf
-                                                 : curl_easy_strerror(rc)),
-                            key);
+        a->message = pl__llm_redact(pl__asprintf("transport error: %s",
+                                                 *errbuf
+                                                     ? errbuf
+                                                     : curl_easy_strerror(rc)),
+                                    key);
         goto done;
     }
     failed = false;
@@ -451,7 +433,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
             a->retryable = sf == PL__LLM_STREAM_ERROR;
             a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
                                                   : PL_ERR_INVALID_INPUT);
-            a->message = redact(pl__strdup(why), key);
+            a->message = pl__llm_redact(pl__strdup(why), key);
         }
         goto done;
     }
@@ -460,7 +442,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                                    s.body.data ? (char *)s.body.data : "",
                                    s.body.len)) {
             a->error_code = (char *)PL_ERR_INVALID_INPUT;
-            a->message = redact(pl__strdup(pl_errmsg()), key);
+            a->message = pl__llm_redact(pl__strdup(pl_errmsg()), key);
         } else if (deltas) { /* a whole body: its answer in one piece */
             pl__llm_delta_whole(deltas, a->answer, false);
         }
