@@ -666,6 +666,31 @@ Test(llm_stream, a_run_recorded_without_streaming_continues_with_it)
     recs_clear();
 }
 
+/* What a server sends past its stream's final event is not the answer,
+ * nor a fault of it: the answer stands, the model asked once. */
+Test(llm_stream, bytes_past_the_final_event_are_left)
+{
+    recs_clear();
+    t_server srv;
+    t_server_start(
+        &srv, "{\"responses\": [{\"stream_raw\": \"data: {\\\"choices\\\": "
+              "[{\\\"delta\\\": {\\\"content\\\": \\\"All done.\\\"}}]}"
+              "\\n\\ndata: [DONE]\\n\\nnot an event\\n\\n\"}]}");
+    pl_llm_options o = quick(srv.base, true);
+    pl_registry *reg = t_llm_registry("openai://m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "past");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "All done.", "%s",
+                     t_text(pl_outcome_result(out)));
+    cr_expect_eq(t_server_requests(&srv), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+    recs_clear();
+}
+
 /* A stream that quotes the key, in a line refused or in an error event:
  * the message quotes it redacted, then cut, so no part of the key reaches
  * the result (a cut made first left its start). */

@@ -472,8 +472,6 @@ static int refuse(pl__llm_stream *s, const char *what, const char *p, size_t n)
 /* One event's data (SSE) or one line (NDJSON). */
 static int event(pl__llm_stream *s, const char *data, size_t n)
 {
-    if (s->done)
-        return 0; /* past the end: nothing more is the answer */
     pl__llm_provider p = s->m->url.provider;
     if (p == PL__LLM_OPENAI && n == 6 && !memcmp(data, "[DONE]", 6)) {
         s->done = true;
@@ -531,6 +529,8 @@ static int sse_line(pl__llm_stream *s, const char *l, size_t n)
 
 static int line(pl__llm_stream *s, const char *l, size_t n)
 {
+    if (s->done)
+        return 0; /* past the final event: not read */
     if (s->m->url.provider != PL__LLM_OLLAMA)
         return sse_line(s, l, n);
     while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
