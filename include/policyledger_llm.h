@@ -153,7 +153,7 @@
  * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
  * retry plays the next response, without waiting), any other status fails
  * the call as above.  "usage" is optional (default: a quarter of the
- * request's and the answer's bytes).  Past the last response, the call
+ * request's and the answer's bytes; so is a count that is not 0 to 1e15).  Past the last response, the call
  * fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed

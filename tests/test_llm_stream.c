@@ -764,6 +764,36 @@ Test(llm_stream, the_scripted_model_streams)
     recs_clear();
 }
 
+/* A scripted "usage" that is no count of tokens (past 1e15, below 0)
+ * counts as none given: the default, as the HTTP providers' usage does;
+ * it failed the run (a long made of 1e300 is no count at all). */
+Test(llm_stream, a_scripted_usage_out_of_range_counts_as_none)
+{
+    const char *bad = t_write_file(
+        "bad.json", "{\"responses\": [{\"text\": \"Two words.\", \"usage\": "
+                    "{\"input\": 1e300, \"output\": -5}}]}");
+    const char *none = t_write_file(
+        "none.json", "{\"responses\": [{\"text\": \"Two words.\"}]}");
+    pl_llm_tokens tok[2] = {PL_LLM_TOKENS_INIT, PL_LLM_TOKENS_INIT};
+    for (int i = 0; i < 2; i++) {
+        char url[4300];
+        snprintf(url, sizeof url, "scripted://%s", i ? none : bad);
+        pl_llm_options o = quick(NULL, false);
+        pl_registry *reg = t_llm_registry(url, &o);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *out = t_agent(e, "hi", "[]", i ? "none" : "bad");
+        cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                     out->reason ? out->reason : "");
+        cr_expect_eq(pl_llm_run_tokens(&tok[i], e, i ? "none" : "bad"), PL_OK);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    cr_expect_gt(tok[1].input, 0);
+    cr_expect_eq(tok[0].input, tok[1].input);
+    cr_expect_eq(tok[0].output, tok[1].output);
+}
+
 /* An options struct of version 1 or 2, from before on_delta: whatever
  * lies past its end is not read, so the model does not stream.  (The
  * script has no "usage": the scripted model's default is checked too.) */

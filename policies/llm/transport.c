@@ -709,10 +709,14 @@ static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
     const cJSON *ui = cJSON_GetObjectItemCaseSensitive(u, "input");
     const cJSON *uo = cJSON_GetObjectItemCaseSensitive(u, "output");
     char *t = cJSON_PrintUnformatted(ans);
-    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0
+    /* a count of tokens, as the providers' is read (response.c), else
+     * the default */
+    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0 &&
+                           ui->valuedouble <= 1e15
                        ? (long)ui->valuedouble
                        : (long)(body_len / 4);
-    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0
+    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0 &&
+                            uo->valuedouble <= 1e15
                         ? (long)uo->valuedouble
                         : (long)(t ? strlen(t) / 4 : 0);
     free(t);
