@@ -220,6 +220,29 @@ bool pl__text_ok(const char *s, size_t max)
     return true;
 }
 
+char *pl__utf8_fixed(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strlen(s), o = 0;
+    char *out = malloc(3 * len + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_len(p + i);
+        if (k) {
+            memcpy(out + o, p + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 bool pl__name_ok(const char *s) { return pl__text_ok(s, PL_MAX_NAME); }
 
 bool pl__run_id_ok(const char *s)

@@ -233,6 +233,10 @@ PL__HIDDEN char *pl__asprintf(const char *fmt, ...) PL__PRINTF(1, 2);
  * the store may keep as text (PostgreSQL's text refuses other bytes) and
  * the tools may print on a line. */
 PL__HIDDEN bool pl__text_ok(const char *s, size_t max);
+/* A copy of @p s with each byte that is not part of well-formed UTF-8 as
+ * U+FFFD, as the export prints a string (JSON text is UTF-8); malloc'd,
+ * NULL on OOM. */
+PL__HIDDEN char *pl__utf8_fixed(const char *s);
 /* A valid policy/actor name: pl__text_ok() within PL_MAX_NAME. */
 PL__HIDDEN bool pl__name_ok(const char *s);
 /* A valid run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]. */

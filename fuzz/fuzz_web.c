@@ -314,7 +314,7 @@ static bool status_listed(int s)
 
 static void check_json(const char *text, size_t len, int status)
 {
-    CHECK(web_utf8_bad(text, len) == len);
+    CHECK(cli_utf8_bad(text, len) == len);
     CHECK(!memchr(text, '<', len) && !memchr(text, '>', len) &&
           !memchr(text, '&', len));
     cJSON *doc = cJSON_ParseWithLength(text, len);
@@ -333,7 +333,7 @@ static void check_export(int fd, size_t len)
     char *text = malloc(len + 1);
     CHECK(text && pread(fd, text, len, 0) == (ssize_t)len);
     text[len] = '\0';
-    CHECK(web_utf8_bad(text, len) == len && text[len - 1] == '\n');
+    CHECK(cli_utf8_bad(text, len) == len && text[len - 1] == '\n');
     for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
         cJSON *v = cJSON_ParseWithLength(line, (size_t)(nl - line));
         CHECK(cJSON_IsObject(v));

@@ -163,6 +163,15 @@ static int ask(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return PL_OK;
 }
 
+/* "nap" {"ms": n}: sleeps n ms (a long one parks the run), then returns. */
+static int nap(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)out;
+    (void)user;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(a->payload, "ms");
+    return pl_ctx_sleep(ctx, cJSON_IsNumber(ms) ? (int64_t)ms->valuedouble : 0);
+}
+
 pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -170,13 +179,11 @@ pl_registry *registry(void)
         const char *name;
         pl_policy_fn fn;
         const char *code;
-    } defs[] = {{"nest", nest, "nest-v1"},
-                {"bulk", bulk, NULL},
-                {"self_get", self_get, NULL},
-                {"two_then_fail", two_then_fail, NULL},
-                {"say", say, NULL},
-                {"say_twice", say_twice, NULL},
-                {"ask", ask, NULL}};
+    } defs[] = {
+        {"nest", nest, "nest-v1"},    {"bulk", bulk, NULL},
+        {"self_get", self_get, NULL}, {"two_then_fail", two_then_fail, NULL},
+        {"say", say, NULL},           {"say_twice", say_twice, NULL},
+        {"ask", ask, NULL},           {"nap", nap, NULL}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;

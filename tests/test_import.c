@@ -87,6 +87,51 @@ Test(import, a_completed_run_round_trips_into_another_store)
     t_cleanup();
 }
 
+/* A payload's string (or member name) need not be UTF-8: cJSON keeps any
+ * bytes.  The export is JSON text, UTF-8, so such a byte is written as
+ * U+FFFD; the import takes that for the byte, whose record it restores. */
+Test(import, bytes_that_are_not_utf8_export_as_utf8_and_import_whole)
+{
+    pl_registry *reg = registry();
+    pl_engine *a = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_engine *b = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(a, "echo",
+                            "{\"k\xff\": \"v\xfe\xc3\", \"ok\": \"\xc3\xa9\"}",
+                            "raw");
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    char *text = export_text(a, "raw");
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        cr_assert(*p != 0xff && *p != 0xfe && (*p != 0xc3 || p[1] == 0xa9),
+                  "a byte that is not UTF-8 in the export: %s", text);
+    cr_assert(strstr(text, "\"k\xef\xbf\xbd\""), "%s", text);
+    cr_assert(strstr(text, "\"v\xef\xbf\xbd\xef\xbf\xbd\""), "%s", text);
+    char *id = NULL;
+    cr_assert_eq(import_text(b, text, NULL, &id), PL_OK, "%s", pl_errmsg());
+    pl_run_info *ia = NULL, *ib = NULL;
+    cr_assert_eq(pl_run_get(&ia, a, "raw"), PL_OK);
+    cr_assert_eq(pl_run_get(&ib, b, "raw"), PL_OK);
+    cr_assert(cJSON_Compare(ib->payload, ia->payload, 1)); /* the bytes */
+    cr_assert_eq(pl_run_verify(b, "raw"), PL_OK, "%s", pl_errmsg());
+    pl_run_info_free(ia);
+    pl_run_info_free(ib);
+    /* a change is still refused */
+    lines l = split(text);
+    edit(&l, line_of(&l, "0:0"), "\"v\xef\xbf\xbd", "\"w\xef\xbf\xbd");
+    char *changed = join(&l);
+    free(id);
+    id = NULL;
+    cr_assert_eq(import_text(b, changed, "raw2", &id), PL_ECORRUPT);
+    cr_assert(strstr(pl_errmsg(), "payload"), "%s", pl_errmsg());
+    free(changed);
+    free_lines(&l);
+    free(text);
+    pl_engine_close(a);
+    pl_engine_close(b);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
 Test(import, a_run_imports_into_its_own_store_under_a_new_id)
 {
     pl_registry *reg = registry();

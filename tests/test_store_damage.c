@@ -2,8 +2,8 @@
  * test_store_damage.c -- damaged LMDB stores: a crashed run longer than one
  * read transaction counted whole, mirrors without their result and folded
  * results with a callee ledger (corrupt), changed and unreadable records
- * refused by continue, deleted steps, gaps near a ledger's end and unknown
- * record versions found by verify.
+ * refused by continue, deleted steps, gaps near a ledger's end, a failed
+ * run's vanished last step and unknown record versions found by verify.
  */
 #include "support.h"
 #include "support_store.h"
@@ -415,28 +415,38 @@ Test(store, verify_detects_deleted_steps)
  * run failed), with only a few records after it: reading steps over small
  * subtrees, and must still tell a missing step from the ledger's end.
  */
-Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
+/* Run "two_then_fail" as @p id, failed with its root ledger whole (0 call,
+ * 1 result, 2 call, 3 result) and verified; then remove its step 0:@p seq
+ * raw. */
+static void failed_then_del(const char *path, pl_registry *reg, const char *id,
+                            uint32_t seq)
 {
-    const char *path = t_store_path();
-    pl_registry *reg = registry();
     pl_engine *e = open_with(path, reg, 0, 0);
-    pl_outcome *o = t_start(e, "two_then_fail", NULL, "short");
+    pl_outcome *o = t_start(e, "two_then_fail", NULL, id);
     cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_steps_count(l), 4, "two calls, two results");
     pl_steps_free(l);
+    cr_assert_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     raw r;
     raw_open(&r, path, false);
     uint8_t key[64];
-    size_t kl = step_key(key, raw_run_num(&r, "short"), NULL, 0, 2);
-    raw_del_step(&r, key, kl); /* the second call; its subtree stays */
+    size_t kl = step_key(key, raw_run_num(&r, id), NULL, 0, seq);
+    raw_del_step(&r, key, kl);
     raw_close(&r);
+}
 
-    e = open_with(path, reg, 0, 0);
-    l = NULL;
+Test(store, a_gap_near_the_end_of_a_ledger_is_not_its_end)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    /* the second call; its subtree stays */
+    failed_then_del(path, reg, "short", 2);
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_steps *l = NULL;
     cr_assert_eq(pl_run_ledger(&l, e, "short", "0"), PL_ECORRUPT,
                  "a ledger with a gap is not read as if it ended there");
     cr_assert_null(l);
@@ -476,6 +486,66 @@ Test(store, verify_reports_an_unknown_record_version)
     cr_assert_eq(err, PL_EVERSION, "%s", pl_status_name(err));
     pl_outcome_free(o);
     bystander_fine(e);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * A failed run's state anchors no ledger (design.md §8.7: its last
+ * execution's unseen steps were dropped), but it counts its steps: a step
+ * that vanished from its ledgers' ends is still found by verify.
+ */
+Test(store, a_failed_runs_vanished_last_step_is_found_by_its_count)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    failed_then_del(path, reg, "gone", 3); /* the root ledger's last step */
+    pl_engine *e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "gone"), PL_ECORRUPT, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "steps") != NULL, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * A run parked in a callee (design.md §8.7, §12.1): its state anchors the
+ * ledgers open where it waits, as a suspended run's does, so a change to
+ * the callee's last step, its `wait`, is found by verify.
+ */
+Test(store, a_waiting_runs_open_callee_ledger_is_anchored)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    pl_outcome *o = t_start(e, "ask",
+                            "{\"calls\": [[\"nap\", {\"ms\": 3600000}]]}",
+                            "nap");
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", pl_errmsg());
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_verify(e, "nap"), PL_OK, "%s", pl_errmsg());
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "nap", "0.0"), PL_OK, "%s", pl_errmsg());
+    size_t n = pl_steps_count(l);
+    cr_assert_eq(pl_step_type_of(pl_steps_at(l, n - 1)), PL_STEP_WAIT);
+    pl_steps_free(l);
+    pl_engine_close(e);
+
+    raw r;
+    raw_open(&r, path, false);
+    uint8_t key[64];
+    uint32_t comp = 0;
+    size_t kl = step_key(key, raw_run_num(&r, "nap"), &comp, 1,
+                         (uint32_t)(n - 1)),
+           len;
+    uint8_t *rec = raw_get_step(&r, key, kl, &len);
+    rec[len - 1] ^= 0x01; /* the wake time's last byte: another time */
+    raw_put_step(&r, key, kl, rec, len);
+    free(rec);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    cr_assert_eq(pl_run_verify(e, "nap"), PL_ECORRUPT,
+                 "a waiting run's changed wait step went unnoticed");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

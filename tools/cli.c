@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *g_name = "policyledger";
 
@@ -437,7 +438,7 @@ bool cli_run_id_ok(const char *id)
 
 /*
  * A link's successor by the engine's rule for the ids of a chain
- * (docs/design.md, continue as new): "<id>~1" after "<id>", "<base>~<n+1>"
+ * (docs/design.md §12.2): "<id>~1" after "<id>", "<base>~<n+1>"
  * after "<base>~<n>" (n from 1, no leading zero, under 10^12).  This is
  * how the successor of a deleted link is found: a tombstone keeps its
  * status, not its links.  false when the id would be too long.
@@ -556,9 +557,60 @@ bool cli_stdout_ok(void)
     return false;
 }
 
+size_t cli_utf8_bad(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len = c < 0x80                 ? 1
+                     : c >= 0xc2 && c <= 0xdf ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
+        if (!len || i + len > n)
+            return i;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return i;
+        /* no overlong three- or four-byte form, no surrogate, nothing
+         * past U+10FFFF */
+        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
+            (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+char *cli_utf8_only(char *text)
+{
+    if (!text)
+        return NULL;
+    size_t len = strlen(text), at = cli_utf8_bad(text, len);
+    if (at == len)
+        return text;
+    char *out = malloc(3 * len + 1), *o = out;
+    for (size_t i = 0; out && i < len;) {
+        size_t ok = cli_utf8_bad(text + i, len - i);
+        memcpy(o, text + i, ok);
+        o += ok;
+        i += ok;
+        if (i < len) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    if (out)
+        *o = '\0';
+    free(text);
+    return out;
+}
+
 bool cli_json_line(FILE *f, const cJSON *item)
 {
-    char *s = cJSON_PrintUnformatted(item);
+    char *s = cli_utf8_only(cJSON_PrintUnformatted(item));
     if (!s)
         return false;
     fputs(s, f);
@@ -569,13 +621,75 @@ bool cli_json_line(FILE *f, const cJSON *item)
 
 bool cli_json_document(FILE *f, const cJSON *item)
 {
-    char *s = cJSON_Print(item);
+    char *s = cli_utf8_only(cJSON_Print(item));
     if (!s)
         return false;
     fputs(s, f);
     fputc('\n', f);
     free(s);
     return true;
+}
+
+/* ---- a plugin that crashes while it loads ---------------------------------- */
+
+/* A plugin is trusted code run in-process: one that dies in its
+ * constructors or pl_plugin_init takes the tool down, but with a line that
+ * names it, written (async-signal-safely) by this handler, and exit 2. */
+static char g_crash_line[512];
+static size_t g_crash_len;
+
+static void on_plugin_crash(int sig)
+{
+    static const char *const names[] = {[SIGSEGV] = "SIGSEGV",
+                                        [SIGBUS] = "SIGBUS",
+                                        [SIGILL] = "SIGILL",
+                                        [SIGFPE] = "SIGFPE",
+                                        [SIGABRT] = "SIGABRT"};
+    const char *name = sig < (int)(sizeof names / sizeof names[0]) && names[sig]
+                           ? names[sig]
+                           : "a signal";
+    ssize_t w = write(STDERR_FILENO, g_crash_line, g_crash_len);
+    w = write(STDERR_FILENO, name, strlen(name));
+    w = write(STDERR_FILENO, ")\n", 2);
+    (void)w;
+    _exit(CLI_EXIT_STORE);
+}
+
+/* Catch the signals of a crash while @p path loads; NULL: stop. */
+static void guard_plugin(const char *path)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    static struct sigaction old[sizeof sigs / sizeof sigs[0]];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_plugin_crash;
+    sa.sa_flags = (int)SA_RESETHAND;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        if (path)
+            sigaction(sigs[i], &sa, &old[i]);
+        else
+            sigaction(sigs[i], &old[i], NULL);
+    }
+    if (path) {
+        int n = snprintf(g_crash_line, sizeof g_crash_line,
+                         "%s: the plugin %s crashed while loading (in its "
+                         "constructors or pl_plugin_init): nothing was "
+                         "opened or written (",
+                         cli_name(), QUOTE(path));
+        g_crash_len = n < 0 ? 0
+                      : (size_t)n < sizeof g_crash_line
+                          ? (size_t)n
+                          : sizeof g_crash_line - 1;
+    }
+}
+
+int cli_plugin_load(pl_registry *reg, const char *path)
+{
+    guard_plugin(path);
+    int st = pl_plugin_load(reg, path);
+    guard_plugin(NULL);
+    return st;
 }
 
 bool cli_open_store(pl_engine **engine, pl_registry **registry,

@@ -154,10 +154,24 @@ int64_t cli_json_int_of(const cJSON *o, const char *name);
  */
 bool cli_stdout_ok(void);
 
-/* Print @p item as one line of JSON on @p f.  Returns false on OOM. */
+/* The offset of the first byte of @p s (@p n bytes) that is not part of
+ * well-formed UTF-8; @p n if none. */
+size_t cli_utf8_bad(const char *s, size_t n);
+
+/*
+ * @p text with each byte that is not part of well-formed UTF-8 as U+FFFD:
+ * JSON is UTF-8, and a request's bytes or a store's may not be (cJSON
+ * keeps any bytes in a string).  Takes @p text (NULL gives NULL); NULL on
+ * OOM.
+ */
+char *cli_utf8_only(char *text);
+
+/* Print @p item as one line of JSON on @p f, UTF-8 (cli_utf8_only()).
+ * Returns false on OOM. */
 bool cli_json_line(FILE *f, const cJSON *item);
 
-/* Print @p item as an indented JSON document on @p f.  False on OOM. */
+/* Print @p item as an indented JSON document on @p f, UTF-8.  False on
+ * OOM. */
 bool cli_json_document(FILE *f, const cJSON *item);
 
 /* Add @p key to @p o: the string @p v, or null when there is none (NULL or
@@ -169,6 +183,15 @@ bool cli_json_string_or_null(cJSON *o, const char *key, const char *v);
  * "last_run" null for a schedule that has started none, "concurrency_key"
  * null for one without a key. */
 void cli_json_schedule(cJSON *s);
+
+/*
+ * pl_plugin_load(), and a plugin that crashes while it loads (in its
+ * constructors or pl_plugin_init: SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGABRT) ends the tool with a line on stderr naming the plugin and the
+ * signal, and exit CLI_EXIT_STORE, instead of dying without a word.  A
+ * plugin is trusted code run in-process: nothing more is attempted.
+ */
+int cli_plugin_load(pl_registry *reg, const char *path);
 
 /*
  * Open an existing store read-only, with an empty registry: nothing is

@@ -103,13 +103,62 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     printf("steps:\n");
 }
 
-/* Print rows [from, r->n) that pass the filters. */
-static bool print_rows(const opts *o, const rows *r, size_t from,
+/* The ids of the steps --follow has printed, sorted (strcmp).  The rows
+ * come in tree order, which is not the order steps are appended in: the
+ * callees of a fan-out (pl_ctx_call_all()) append theirs side by side, so
+ * a new step can come before one printed.  Rows are told apart by id. */
+typedef struct seen_ids {
+    char **v;
+    size_t n, cap;
+} seen_ids;
+
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool seen(const seen_ids *s, const char *id)
+{
+    return s && s->n && bsearch(&id, s->v, s->n, sizeof *s->v, id_cmp);
+}
+
+/* Add the ids of @p r that @p s has not; false on OOM. */
+static bool seen_add(seen_ids *s, const rows *r)
+{
+    size_t had = s->n;
+    for (size_t i = 0; i < r->n; i++) {
+        if (had && bsearch(&r->v[i].id, s->v, had, sizeof *s->v, id_cmp))
+            continue;
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 64;
+            char **v = realloc(s->v, cap * sizeof *v);
+            if (!v)
+                return false;
+            s->v = v;
+            s->cap = cap;
+        }
+        if (!(s->v[s->n] = cli_strdup(r->v[i].id)))
+            return false;
+        s->n++;
+    }
+    qsort(s->v, s->n, sizeof *s->v, id_cmp);
+    return true;
+}
+
+static void seen_free(seen_ids *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+}
+
+/* Print the rows that pass the filters, but those in @p skip. */
+static bool print_rows(const opts *o, const rows *r, const seen_ids *skip,
                        const pl_run_info *ri, cJSON *array)
 {
-    for (size_t i = from; i < r->n; i++) {
+    for (size_t i = 0; i < r->n; i++) {
         const srow *w = &r->v[i];
-        if (!row_shown(o, w))
+        if (!row_shown(o, w) || seen(skip, w->id))
             continue;
         const char *mark = mark_name(r, i, ri);
         if (o->format == FMT_TEXT) {
@@ -207,7 +256,7 @@ int cmd_run(pl_engine *e, const opts *o)
         bool ok = doc && steps && run && add_tokens(run, e, ri->id) &&
                   (ri->status != PL_RUN_RUNNING ||
                    run_json_set_steps(run, r.n)) &&
-                  print_rows(o, &r, 0, ri, steps);
+                  print_rows(o, &r, NULL, ri, steps);
         if (ok) {
             cJSON_AddItemToObject(doc, "run", run);
             cJSON_AddItemToObject(doc, "steps", steps);
@@ -225,7 +274,7 @@ int cmd_run(pl_engine *e, const opts *o)
     }
     if (o->format == FMT_TEXT)
         print_run_header(e, ri, r.n);
-    if (!print_rows(o, &r, 0, ri, NULL)) {
+    if (!print_rows(o, &r, NULL, ri, NULL)) {
         cli_error("out of memory");
         rc = CLI_EXIT_STORE;
         goto done;
@@ -235,8 +284,13 @@ int cmd_run(pl_engine *e, const opts *o)
     /* --follow: poll until the run ends or suspends, or its owner is gone
      * and nothing changes any more; a run queued for a worker or waiting
      * for its time or an event is followed until it goes on and ends */
-    size_t printed = r.n;
+    seen_ids printed = {0};
     bool quiet_once = false;
+    if (!seen_add(&printed, &r)) {
+        cli_error("out of memory");
+        rc = CLI_EXIT_STORE;
+        goto followed;
+    }
     for (;;) {
         if (ri->status != PL_RUN_RUNNING && ri->status != PL_RUN_SUBMITTED &&
             ri->status != PL_RUN_WAITING) {
@@ -255,14 +309,13 @@ int cmd_run(pl_engine *e, const opts *o)
             rc = CLI_EXIT_STORE;
             break;
         }
-        bool changed = r.n != printed;
-        if (r.n > printed && !print_rows(o, &r, printed, ri, NULL)) {
+        bool changed = r.n != printed.n;
+        if (changed && (!print_rows(o, &r, &printed, ri, NULL) ||
+                        !seen_add(&printed, &r))) {
             cli_error("out of memory");
             rc = CLI_EXIT_STORE;
             break;
         }
-        if (r.n > printed)
-            printed = r.n;
         if (ri->status == PL_RUN_RUNNING && !ri->owner_alive && !changed) {
             /* one more quiet poll, so steps committed just before the
              * owner exited are not missed */
@@ -278,6 +331,8 @@ int cmd_run(pl_engine *e, const opts *o)
             quiet_once = false;
         }
     }
+followed:
+    seen_free(&printed);
 done:
     rows_free(&r);
     pl_run_info_free(ri);

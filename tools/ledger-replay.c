@@ -659,60 +659,6 @@ static int parse_args(options *o, int argc, char **argv)
     return 0;
 }
 
-/* ---- a plugin that crashes while it loads ---------------------------------- */
-
-/* A plugin is trusted code run in-process: one that dies in its
- * constructors or pl_plugin_init takes the tool down, but with a line that
- * names it, written (async-signal-safely) by this handler, and exit 2. */
-static char g_crash_line[512];
-static size_t g_crash_len;
-
-static void on_plugin_crash(int sig)
-{
-    static const char *const names[] = {[SIGSEGV] = "SIGSEGV",
-                                        [SIGBUS] = "SIGBUS",
-                                        [SIGILL] = "SIGILL",
-                                        [SIGFPE] = "SIGFPE",
-                                        [SIGABRT] = "SIGABRT"};
-    const char *name = sig < (int)(sizeof names / sizeof names[0]) && names[sig]
-                           ? names[sig]
-                           : "a signal";
-    ssize_t w = write(STDERR_FILENO, g_crash_line, g_crash_len);
-    w = write(STDERR_FILENO, name, strlen(name));
-    w = write(STDERR_FILENO, ")\n", 2);
-    (void)w;
-    _exit(EXIT_OPEN);
-}
-
-/* Catch the signals of a crash while @p path loads; NULL: stop. */
-static void guard_plugin(const char *path)
-{
-    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-    static struct sigaction old[sizeof sigs / sizeof sigs[0]];
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_plugin_crash;
-    sa.sa_flags = (int)SA_RESETHAND;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        if (path)
-            sigaction(sigs[i], &sa, &old[i]);
-        else
-            sigaction(sigs[i], &old[i], NULL);
-    }
-    if (path) {
-        int n = snprintf(g_crash_line, sizeof g_crash_line,
-                         "%s: the plugin %s crashed while loading (in its "
-                         "constructors or pl_plugin_init): nothing was "
-                         "opened or written (",
-                         cli_name(), QUOTE(path));
-        g_crash_len = n < 0 ? 0
-                      : (size_t)n < sizeof g_crash_line
-                          ? (size_t)n
-                          : sizeof g_crash_line - 1;
-    }
-}
-
 /* ---- main -------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -748,9 +694,7 @@ int main(int argc, char **argv)
     }
     int st = pl_registry_new(&t.reg);
     for (size_t i = 0; !st && i < t.opt.n_plugins; i++) {
-        guard_plugin(t.opt.plugins[i]);
-        st = pl_plugin_load(t.reg, t.opt.plugins[i]);
-        guard_plugin(NULL);
+        st = cli_plugin_load(t.reg, t.opt.plugins[i]);
         if (st)
             cli_error("cannot load plugin: %s (%s)", pl_errmsg(),
                       pl_status_name(st));

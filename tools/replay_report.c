@@ -442,7 +442,7 @@ int print_document(tool *t, int rc, const char *error)
         if (rc && cli_first_error())
             cJSON_AddStringToObject(doc, "message", cli_first_error());
     }
-    char *text = doc ? cJSON_Print(doc) : NULL;
+    char *text = doc ? cli_utf8_only(cJSON_Print(doc)) : NULL;
     if (text)
         printf("%s\n", text);
     else {

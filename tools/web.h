@@ -176,10 +176,6 @@ void web_handle(web *w, web_req *r, web_reply *out);
 /* Release what @p out holds (its body, file, places). */
 void web_reply_free(web *w, web_reply *out);
 
-/* The offset of the first byte of @p s (@p n bytes) that is not part of
- * well-formed UTF-8; @p n if none (web_guard.c). */
-size_t web_utf8_bad(const char *s, size_t n);
-
 /* A request's query parameter, header, or NULL. */
 const char *web_arg(const web_req *r, const char *name);
 const char *web_header(const web_req *r, const char *name);

@@ -215,7 +215,7 @@ static int body_object(const web_req *r, cJSON **obj, cJSON **out)
     /* the body is NUL-terminated: parsed with its NUL, so that nothing
      * may follow the object; a NUL inside it is refused */
     const char *end = NULL;
-    size_t bad = web_utf8_bad(r->body, r->len);
+    size_t bad = cli_utf8_bad(r->body, r->len);
     if (bad < r->len)
         return web_fail(out, 400, "bad_json",
                         "the body is not UTF-8 (at byte %zu)", bad);

@@ -138,32 +138,6 @@ size_t web_unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(o - s);
 }
 
-size_t web_utf8_bad(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len = c < 0x80                 ? 1
-                     : c >= 0xc2 && c <= 0xdf ? 2
-                     : c >= 0xe0 && c <= 0xef ? 3
-                     : c >= 0xf0 && c <= 0xf4 ? 4
-                                              : 0;
-        if (!len || i + len > n)
-            return i;
-        for (size_t k = 1; k < len; k++)
-            if ((p[i + k] & 0xc0) != 0x80)
-                return i;
-        /* no overlong three- or four-byte form, no surrogate, nothing
-         * past U+10FFFF */
-        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
-            (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
-            return i;
-        i += len;
-    }
-    return n;
-}
-
 /* ---- exports ------------------------------------------------------------------ */
 
 /*

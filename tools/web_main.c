@@ -244,7 +244,7 @@ static int open_store(web *w, const args *a)
     }
     int st = pl_registry_new(&w->reg);
     for (size_t i = 0; !st && i < a->n_plugins; i++) {
-        st = pl_plugin_load(w->reg, a->plugins[i]);
+        st = cli_plugin_load(w->reg, a->plugins[i]);
         if (st) {
             cli_error("cannot load plugin: %s (%s)", pl_errmsg(),
                       pl_status_name(st));

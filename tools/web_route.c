@@ -124,41 +124,13 @@ static char *inert(char *text)
     return out;
 }
 
-/*
- * @p text with each byte that is not part of well-formed UTF-8 as U+FFFD:
- * JSON is UTF-8, and a request's bytes or a store's may not be ("no
- * action \"\xff\"").  Takes @p text; NULL on OOM.
- */
-static char *utf8_only(char *text)
-{
-    size_t len = strlen(text), at = web_utf8_bad(text, len);
-    if (at == len)
-        return text;
-    char *out = malloc(3 * len + 1), *o = out;
-    for (size_t i = 0; out && i < len;) {
-        size_t ok = web_utf8_bad(text + i, len - i);
-        memcpy(o, text + i, ok);
-        o += ok;
-        i += ok;
-        if (i < len) {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    if (out)
-        *o = '\0';
-    free(text);
-    return out;
-}
-
 /* @p doc (taken) as the answer, with @p status. */
 static void json_reply(web_reply *out, int status, cJSON *doc)
 {
     char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);
     if (text)
-        text = utf8_only(text);
+        text = cli_utf8_only(text);
     if (text)
         text = inert(text);
     out->type = "application/json";

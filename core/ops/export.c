@@ -65,10 +65,14 @@ static bool add_hex(cJSON *o, const char *name, const uint8_t *p, size_t n)
     return ok;
 }
 
-/* Write @p o as one line.  PL_ENOMEM or PL_EIO. */
+/* Write @p o as one line.  PL_ENOMEM or PL_EIO.  A string the store keeps
+ * need not be UTF-8 (cJSON keeps any bytes), but JSON text is: a byte that
+ * is not is written as U+FFFD, which the import takes for it. */
 static int put_line(FILE *out, const cJSON *o)
 {
-    char *text = cJSON_PrintUnformatted(o);
+    char *raw = cJSON_PrintUnformatted(o);
+    char *text = raw ? pl__utf8_fixed(raw) : NULL;
+    free(raw);
     if (!text)
         return pl__err(PL_ENOMEM, "out of memory");
     size_t n = strlen(text);
@@ -76,6 +80,66 @@ static int put_line(FILE *out, const cJSON *o)
     free(text);
     return ok ? PL_OK
               : pl__err(PL_EIO, "pl_run_export: writing the export failed");
+}
+
+/* A copy of @p j with each string and member name as pl__utf8_fixed()
+ * makes it; NULL on OOM. */
+static cJSON *utf8_copy(const cJSON *j)
+{
+    if (cJSON_IsString(j)) {
+        char *t = pl__utf8_fixed(j->valuestring);
+        cJSON *c = t ? cJSON_CreateString(t) : NULL;
+        free(t);
+        return c;
+    }
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+        return cJSON_Duplicate(j, 0);
+    cJSON *c = cJSON_IsObject(j) ? cJSON_CreateObject() : cJSON_CreateArray();
+    const cJSON *m;
+    cJSON_ArrayForEach(m, j)
+    {
+        cJSON *v = c ? utf8_copy(m) : NULL;
+        char *k = v && m->string ? pl__utf8_fixed(m->string) : NULL;
+        bool ok = v && (cJSON_IsObject(j) ? k && cJSON_AddItemToObject(c, k, v)
+                                          : cJSON_AddItemToArray(c, v));
+        free(k);
+        if (!ok) {
+            cJSON_Delete(v);
+            cJSON_Delete(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* Does a line's JSON @p theirs say the record's @p mine?  The export
+ * prints a byte that is not UTF-8 as U+FFFD (JSON text is UTF-8), so the
+ * two are compared as it prints them.  OOM compares unequal. */
+bool pl__export_same_json(const cJSON *mine, const cJSON *theirs)
+{
+    if (!mine || !theirs || cJSON_Compare(mine, theirs, 1))
+        return mine && theirs;
+    cJSON *a = utf8_copy(mine), *b = utf8_copy(theirs);
+    bool same = a && b && cJSON_Compare(a, b, 1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return same;
+}
+
+/* The same for the record's text @p mine of @p n bytes. */
+bool pl__export_same_text(const char *mine, size_t n, const char *theirs)
+{
+    if (!theirs)
+        return false;
+    if (strlen(theirs) == n && !memcmp(mine, theirs, n))
+        return true;
+    char *m = pl__strndup(mine, n);
+    char *a = m ? pl__utf8_fixed(m) : NULL, *b = pl__utf8_fixed(theirs);
+    bool same = a && b && !strcmp(a, b);
+    free(m);
+    free(a);
+    free(b);
+    return same;
 }
 
 /* ---- export ----------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
  *   line 1, the run:
  *   | field          | value                                              |
  *   |----------------|----------------------------------------------------|
- *   | kind, format   | "run", 1                                           |
+ *   | kind, format   | "run", 2 (PL__EXPORT_FORMAT)                       |
  *   | run            | the run's id                                       |
  *   | run_number     | its number in the store it came from (the first    |
  *   |                | 8 bytes of its step keys: the hashes cover it)     |
@@ -41,7 +41,7 @@
  *   |                | cancellation)                                      |
  *   | reason         | a cancellation's reason (absent: an event)         |
  *   | sent_us        | when it was delivered (µs since 1970)              |
- *   | record         | hex: the inbox record (ledger/codec/runrec.c) as   |
+ *   | record         | hex: the inbox record (ledger/codec/siderec.c) as  |
  *   |                | stored, checksummed and bound to the run's id      |
  *
  * Format 1 is format 2 without inbox lines (and without "inbox"): an
@@ -59,5 +59,13 @@
 /* "2026-11-24T15:04:05.123456Z" (proleptic Gregorian, UTC): a line's
  * "time" (export.c). */
 PL__HIDDEN void pl__export_time_iso(char *out, size_t n, int64_t us);
+
+/* Does an export line's JSON @p theirs say the record's @p mine?  The
+ * export prints a byte that is not UTF-8 as U+FFFD (JSON text is UTF-8),
+ * so the two are compared as it prints them.  OOM compares unequal. */
+PL__HIDDEN bool pl__export_same_json(const cJSON *mine, const cJSON *theirs);
+/* The same for the record's text @p mine of @p n bytes. */
+PL__HIDDEN bool pl__export_same_text(const char *mine, size_t n,
+                                     const char *theirs);
 
 #endif /* PL_EXPORT_H */

@@ -251,7 +251,7 @@ static int check_derived(import_ctx *x, const pl__rec *rec)
         if ((st = pl__step_folded(rec, genesis, x->pending_path, &s)))
             return pl__err(st, "step %s: %s", sid, pl_errmsg());
         const cJSON *mine = pl_step_payload(s);
-        if (!mine || !cJSON_Compare(mine, payload, 1))
+        if (!pl__export_same_json(mine, payload))
             why = "\"payload\" does not match the result that folds it";
         pl_step_free(s);
     }
@@ -291,8 +291,8 @@ static int check_fields(import_ctx *x, const cJSON *o, const char *sid,
     if (!time_matches(o, t))
         return refuse(sid, "\"time\" does not match its record");
     if (cJSON_IsNull(code) != !rec->code ||
-        (rec->code && (strlen(code->valuestring) != rec->code_len ||
-                       memcmp(code->valuestring, rec->code, rec->code_len))))
+        (rec->code &&
+         !pl__export_same_text(rec->code, rec->code_len, code->valuestring)))
         return refuse(sid, "\"code\" does not match its record");
     if (memcmp(prev, rec->prev_hash, PL_HASH_LEN))
         return refuse(sid, "\"prev_hash\" does not match its record");
@@ -306,7 +306,7 @@ static int check_fields(import_ctx *x, const cJSON *o, const char *sid,
     if (st)
         return pl__err(st, "step %s: %s", sid, pl_errmsg());
     const cJSON *mine = pl_step_payload(s);
-    bool same = mine && cJSON_Compare(mine, payload, 1);
+    bool same = pl__export_same_json(mine, payload);
     pl_step_free(s);
     return same ? PL_OK : refuse(sid, "\"payload\" does not match its record");
 }
@@ -499,14 +499,13 @@ static int take_inbox(import_ctx *x, const cJSON *o)
                      "export was changed",
                      x->rd.no, pl_errmsg());
     } else if (r.sent_us != sent ||
-               (r.name
-                    ? !get_str(o, "name") ||
-                          strcmp(r.name, get_str(o, "name")) ||
-                          !cJSON_Compare(
-                              payload,
-                              cJSON_GetObjectItemCaseSensitive(o, "payload"), 1)
-                    : !get_str(o, "reason") ||
-                          strcmp(r.reason, get_str(o, "reason")))) {
+               (r.name ? !get_str(o, "name") ||
+                             strcmp(r.name, get_str(o, "name")) ||
+                             !pl__export_same_json(
+                                 payload,
+                                 cJSON_GetObjectItemCaseSensitive(o, "payload"))
+                       : !pl__export_same_text(r.reason, strlen(r.reason),
+                                               get_str(o, "reason")))) {
         st = pl__err(PL_ECORRUPT,
                      "line %lu: the inbox line does not match its record: "
                      "the export was changed",
@@ -554,7 +553,7 @@ static int run_fields(const cJSON *o, const pl__run_info *ri,
     uint8_t h[PL_HASH_LEN];
     const char *what = NULL;
     if (pl__payload_decode(&mine, ri->payload, ri->payload_len) ||
-        !cJSON_Compare(mine, payload, 1))
+        !pl__export_same_json(mine, payload))
         what = "payload";
     else if (!get_int(o, "updated_us", INT64_MIN / 2, INT64_MAX / 2,
                       &updated) ||
@@ -567,9 +566,10 @@ static int run_fields(const cJSON *o, const pl__run_info *ri,
                  ? !get_hash(o, "head", h) || memcmp(h, rs->head, PL_HASH_LEN)
                  : !cJSON_IsNull(head))
         what = "head";
-    else if (ri->code
-                 ? !cJSON_IsString(code) || strcmp(code->valuestring, ri->code)
-                 : !cJSON_IsNull(code))
+    else if (ri->code ? !cJSON_IsString(code) ||
+                            !pl__export_same_text(ri->code, strlen(ri->code),
+                                                  code->valuestring)
+                      : !cJSON_IsNull(code))
         what = "code";
     cJSON_Delete(mine);
     if (what)

@@ -20,9 +20,10 @@
  *
  * ANCHORS.  Each state record written holds the heads of the ledgers open
  * at that moment (runrec.c, OPEN LEDGERS): while the run goes, the running
- * invocation and its callers; when it suspends, the suspended one and its
- * callers.  So the newest steps of a suspended run, and of a run that dies
- * inside a call that is not idempotent, are hashed by a checked record;
+ * invocation and its callers; when it suspends or parks at a wait, the
+ * suspended (or waiting) one and its callers.  So the newest steps of a
+ * suspended or waiting run, and of a run that dies inside a call that is
+ * not idempotent, are hashed by a checked record;
  * those a crash leaves after the last state record (at most one heartbeat
  * of steps) are anchored by nothing until the run continues.  A completed
  * run's head covers every ledger, and a failed run records none.
@@ -65,9 +66,10 @@ static int set_anchors(pl__run *r, bool final)
     if (!final) {
         for (pl_ctx *c = r->cur; c && n < PL__ARRAY_LEN(chain); c = c->parent)
             chain[n++] = c;
-    } else if (st->status == PL_RUN_SUSPENDED) {
-        /* unwound: the invocations of the suspended path are still those
-         * at its depths, as nothing opened after the run stopped */
+    } else if (st->status == PL_RUN_SUSPENDED || st->status == PL_RUN_WAITING) {
+        /* unwound: the invocations of the suspended (or parked) path are
+         * still those at its depths, as nothing opened after the run
+         * stopped */
         unsigned depth = 0;
         for (const char *p = r->susp_path; *p; p++)
             depth += *p == '.';

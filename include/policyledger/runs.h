@@ -388,12 +388,15 @@ int pl_run_walk_from(pl_engine *engine, const char *run_id,
  * stored step decodes, every ledger is gapless and hangs
  * off the action_call that created it, every step's stored predecessor hash
  * matches, every executed call's action_result names its callee ledger's
- * last step, and (for a completed or suspended run) the run's record names
- * the root ledger's last step.  So no step of a completed run can change
- * or vanish unnoticed; of a suspended run, none but the last step of each
- * ledger below the root still waiting for its call's result (the suspend
- * step, for one); of other runs, none but the last of the root ledger and
- * of each ledger whose call has no result yet.
+ * last step, the run's state names the root ledger's last step (its head,
+ * for a completed, suspended, waiting, cancelled or continued run) and the
+ * last step of each ledger open when the state was written (every state
+ * but the one an execution writes as it fails), and a run not running
+ * holds the steps its state counts.  So no step of a completed run can
+ * change or vanish unnoticed; of a run not ended, none but the steps a
+ * crash left after its last state record; of a run whose execution
+ * failed, whose state anchors no ledger, a vanished step shows in its
+ * count, a changed last step of a ledger does not.
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */
@@ -497,6 +500,9 @@ int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
  * record, hex): what was delivered to it and not yet consumed.  The
  * format is written down in core/ops/export.h.
  * The export is complete: pl_run_import() makes the run again from it.
+ * It is UTF-8: a byte of a string (a payload's, a code identity's, a
+ * reason's) that is not part of well-formed UTF-8 is written as U+FFFD,
+ * which the import takes for that byte (the record, in hex, keeps it).
  * A run being written meanwhile may fail with PL_EBUSY: export it once it
  * stops.  The store is only read (a read-only engine will do).
  * @return PL_OK; PL_EINVAL; PL_ENOTFOUND; PL_EBUSY; PL_EIO (writing to

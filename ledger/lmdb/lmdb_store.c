@@ -7,6 +7,8 @@
  *   | database | key                           | value                      |
  *   |----------|-------------------------------|----------------------------|
  *   | meta     | "format"                      | u32 BE store format (1)    |
+ *   |          | "identity"                    | "policyledger store"       |
+ *   |          |                               | (lmdb_ident.c)             |
  *   |          | "next_run"                    | u64 BE next run number     |
  *   | runs     | run id (bytes)                | u64 BE run number, then    |
  *   |          |                               | its info map (runrec.c)    |

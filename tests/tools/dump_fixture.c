@@ -12,6 +12,11 @@
  *       before each call, and after the first call waiting until the file
  *       GATE exists (at most a minute): a writer another process can
  *       follow, which goes on only when the follower is there.
+ *   dump_fixture STORE fan RUN_ID DELAY_MS GATE
+ *       as slow, but after its first call (and the gate) the root calls
+ *       two "ticker"s at once (pl_ctx_call_all()), each calling "leaf" 6
+ *       times, one every DELAY_MS and one every 3 * DELAY_MS / 2: their
+ *       steps are appended interleaved, not in tree order.
  *   dump_fixture STORE quit ID
  *       one run whose root makes two calls and then SIGKILLs its own
  *       process (so it dies by that signal), in its first second: its
@@ -150,6 +155,18 @@ static int quitter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return PL_EPOLICY;
 }
 
+/* Until the file g_gate exists (at most a minute). */
+static int wait_gate(void)
+{
+    for (int w = 0; access(g_gate, F_OK) != 0; w++) {
+        if (w == 3000)
+            return pl_errorf(PL_EPOLICY, "no gate file '%s'", g_gate);
+        struct timespec t = {0, 20 * 1000000};
+        nanosleep(&t, NULL);
+    }
+    return PL_OK;
+}
+
 static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
@@ -161,14 +178,53 @@ static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         int st = invoke_n(ctx, "leaf", i);
         if (st)
             return st;
-        for (int w = 0; i == 0 && access(g_gate, F_OK) != 0; w++) {
-            if (w == 3000)
-                return pl_errorf(PL_EPOLICY, "no gate file '%s'", g_gate);
-            struct timespec t = {0, 20 * 1000000};
-            nanosleep(&t, NULL);
-        }
+        if (i == 0 && (st = wait_gate()))
+            return st;
     }
     return pl_steps_add_text(out, NULL, "slow done");
+}
+
+/* {"n": N, "ms": MS}: calls "leaf" N times, sleeping MS before each. */
+static int ticker(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "n");
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(a->payload, "ms");
+    long delay = cJSON_IsNumber(ms) ? (long)ms->valuedouble : 0;
+    for (int i = 0; i < (cJSON_IsNumber(n) ? n->valueint : 0); i++) {
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        int st = invoke_n(ctx, "leaf", i);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_text(out, NULL, "ticked");
+}
+
+/* One call, the gate, then two tickers at once (see the header). */
+static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = invoke_n(ctx, "leaf", 0);
+    if (!st)
+        st = wait_gate();
+    cJSON *p[2];
+    pl_action act[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
+    pl_call_spec calls[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
+    for (int i = 0; i < 2; i++) {
+        p[i] = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p[i], "n", 6);
+        cJSON_AddNumberToObject(p[i], "ms", (double)(g_delay_ms * (2 + i) / 2));
+        act[i].policy = "ticker";
+        act[i].payload = p[i];
+        calls[i].action = &act[i];
+    }
+    if (!st)
+        st = pl_ctx_call_all(NULL, ctx, calls, 2);
+    cJSON_Delete(p[0]);
+    cJSON_Delete(p[1]);
+    return st ? st : pl_steps_add_text(out, NULL, "fan done");
 }
 
 /* {"left": N}: continues as new with N - 1 while N > 0. */
@@ -207,8 +263,8 @@ static pl_registry *registry(void)
         add(reg, "order", order, true) || add(reg, "boom", boom, true) ||
         add(reg, "approve", approve, true) || add(reg, "die", die, false) ||
         add(reg, "crasher", crasher, true) || add(reg, "slow", slow, true) ||
-        add(reg, "looper", looper, true) ||
-        add(reg, "quitter", quitter, true) ||
+        add(reg, "looper", looper, true) || add(reg, "ticker", ticker, true) ||
+        add(reg, "fan", fan, true) || add(reg, "quitter", quitter, true) ||
         pl_registry_add_human(reg, "human")) {
         fprintf(stderr, "registry: %s\n", pl_errmsg());
         exit(1);
@@ -248,16 +304,18 @@ int main(int argc, char **argv)
     pl_registry *reg = registry();
     pl_engine *e = NULL;
     int rc = 0;
-    if (!strcmp(argv[2], "slow") && argc == 7) {
-        g_delay_ms = strtol(argv[5], NULL, 10);
-        g_gate = argv[6];
+    bool fanned = !strcmp(argv[2], "fan") && argc == 6;
+    if ((!strcmp(argv[2], "slow") && argc == 7) || fanned) {
+        g_delay_ms = strtol(argv[fanned ? 4 : 5], NULL, 10);
+        g_gate = argv[fanned ? 5 : 6];
         if (pl_engine_open(&e, path, reg, NULL)) {
             fprintf(stderr, "open: %s\n", pl_errmsg());
             return 1;
         }
         cJSON *p = cJSON_CreateObject();
-        cJSON_AddNumberToObject(p, "calls", strtol(argv[4], NULL, 10));
-        rc = start(e, argv[3], "slow", p, PL_RUN_COMPLETED);
+        if (!fanned)
+            cJSON_AddNumberToObject(p, "calls", strtol(argv[4], NULL, 10));
+        rc = start(e, argv[3], fanned ? "fan" : "slow", p, PL_RUN_COMPLETED);
         cJSON_Delete(p);
         pl_engine_close(e);
         pl_registry_free(reg);

@@ -500,27 +500,24 @@ class BadInputTest(Base):
 
 
 class FollowTest(Base):
-    def test_follow_a_writer(self):
-        store = os.path.join(self.tmp, "slow")
-        gate = os.path.join(self.tmp, "go")
-        os.mkdir(store)
-        # the writer makes one call, then waits for the gate file
-        writer = subprocess.Popen([FIXTURE, store, "slow", "r-slow", "8",
-                                   "100", gate])
+    def follow(self, store, run, writer_argv, gate):
+        """Start the writer, wait for its first call, follow the run with
+        --format jsonl, open the gate: the rows stored before, the lines
+        followed, and what the follower said on stderr."""
+        writer = subprocess.Popen(writer_argv)
         follower = None
         try:
             for _ in range(1200):  # until the first call is stored
-                rc, out, _ = dump(store, "--run", "r-slow", "--format",
-                                  "jsonl")
+                rc, out, _ = dump(store, "--run", run, "--format", "jsonl")
                 if rc == 0 and len(jsonl(out)) >= 2:
                     break
                 time.sleep(0.05)
             before = jsonl(out)
             self.assertGreaterEqual(len(before), 2)
-            errfile = open(os.path.join(self.tmp, "follow.err"), "w+")
+            errfile = open(os.path.join(self.tmp, run + ".err"), "w+")
             follower = subprocess.Popen(
-                [DUMP, store, "--run", "r-slow", "--follow", "--format",
-                 "jsonl"], stdout=subprocess.PIPE, stderr=errfile, text=True)
+                [DUMP, store, "--run", run, "--follow", "--format", "jsonl"],
+                stdout=subprocess.PIPE, stderr=errfile, text=True)
             first = follower.stdout.readline()  # it is following now
             self.assertEqual(json.loads(first), before[0])
             open(gate, "w").close()  # let the writer go on
@@ -535,7 +532,16 @@ class FollowTest(Base):
                 if p and p.poll() is None:
                     p.kill()
                     p.wait()
-        rows = jsonl(first + rest)
+        return before, jsonl(first + rest), err
+
+    def test_follow_a_writer(self):
+        store = os.path.join(self.tmp, "slow")
+        gate = os.path.join(self.tmp, "go")
+        os.mkdir(store)
+        # the writer makes one call, then waits for the gate file
+        before, rows, err = self.follow(
+            store, "r-slow", [FIXTURE, store, "slow", "r-slow", "8", "100",
+                              gate], gate)
         final = jsonl(self.ok(store, "--run", "r-slow", "--format", "jsonl"))
         self.assertEqual(rows, final)
         self.assertLess(len(before), len(rows))
@@ -543,6 +549,23 @@ class FollowTest(Base):
         self.assertEqual(rows[-1]["payload"], {"text": "slow done"})
         self.assertEqual(sum(1 for r in rows if r["path"] == "0" and
                              r["type"] == "action_result"), 8)
+        self.assertIn("is completed", err)
+
+    def test_follow_a_fan_out(self):
+        """Two callees at once append their steps interleaved, not in tree
+        order: each step is printed once, none is left out."""
+        store = os.path.join(self.tmp, "fan")
+        gate = os.path.join(self.tmp, "fan-go")
+        os.mkdir(store)
+        _, rows, err = self.follow(
+            store, "r-fan", [FIXTURE, store, "fan", "r-fan", "100", gate],
+            gate)
+        ids = [r["id"] for r in rows]
+        final = jsonl(self.ok(store, "--run", "r-fan", "--format", "jsonl"))
+        self.assertEqual(len(ids), len(set(ids)), "a step printed twice")
+        self.assertEqual(sorted(ids), sorted(r["id"] for r in final))
+        self.assertEqual(sum(1 for r in final if r["type"] == "action_call"
+                             and r["path"] in ("0.2", "0.3")), 12)
         self.assertIn("is completed", err)
 
     def test_follow_a_crashed_run_stops(self):

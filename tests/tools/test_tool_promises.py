@@ -4,7 +4,8 @@ ledger-dump, ledger-replay and ledger-web, on an LMDB store and (with the
 argument Pg, under tests/pg_run.sh) on a PostgreSQL schema.
 
 usage: test_tool_promises.py --dump D --replay R --web W --plugin P
-                             --helper H --source DIR [--bench B] [Pg]
+                             --helper H --source DIR --crash-plugin C
+                             [--bench B] [Pg]
 
 - every flag a tool's parser knows is in its --help, and every flag its
   --help lists is one it takes (pl-bench's too, and its usage errors);
@@ -34,7 +35,9 @@ usage: test_tool_promises.py --dump D --replay R --web W --plugin P
   whether the run ended, a waiting run's summary, a refusal not_run, a
   deleted or unknown run as the reads say it; a batch's limit over 100
   refused, not cut; a path asked with the method it does not take 405
-  with Allow; a /steps cursor the run has not 400.
+  with Allow; a /steps cursor the run has not 400;
+- ledger-web given a plugin that crashes while it loads exits 2 with a
+  line naming the plugin and the signal, as ledger-replay does.
 """
 import argparse
 import json
@@ -305,6 +308,41 @@ class Replay(Stores, unittest.TestCase):
             self.assertIn("no run 'nope'", err)
             self.assertNotIn("tombstone", err)
 
+    def test_json_is_utf8_whatever_the_store_holds(self):
+        """A payload's string need not be UTF-8 (cJSON keeps its bytes, the
+        store too); every JSON the tools print is, a byte that is not as
+        U+FFFD, and an export so printed imports to the same records."""
+        store, other = self.new_store(), self.new_store()
+        raw = os.fsdecode(b'{"order": "o-\xff\xfe", "k\xc3": 1}')
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit",
+                "approval", "--payload", raw, "--new-id", "u-1")
+
+        def utf8_json(rc_want, *cmd):
+            p = subprocess.run([os.fsencode(str(c)) for c in cmd],
+                               capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, rc_want, (cmd, p.stderr))
+            text = p.stdout.decode("utf-8")  # strict: raises on a bad byte
+            return [json.loads(l) for l in text.splitlines()] \
+                if "jsonl" in cmd else json.loads(text)
+
+        doc = utf8_json(4, A.replay, store, "--plugin", A.plugin, "--run",
+                        "u-1", "--json")
+        self.assertEqual(doc["runs"][0]["prompt"]["order"], "o-\ufffd\ufffd")
+        utf8_json(0, A.dump, store, "--format", "json")
+        utf8_json(0, A.dump, store, "--format", "jsonl")
+        utf8_json(0, A.dump, store, "--run", "u-1", "--format", "json")
+        lines = utf8_json(0, A.dump, store, "--run", "u-1", "--format",
+                          "jsonl")
+        self.assertEqual(lines[0]["payload"], {"order": "o-\ufffd\ufffd",
+                                               "k\ufffd": 1})
+        export = os.path.join(self.tmp, "u-1.jsonl")
+        with open(export, "w") as f:
+            f.write(self.ok(A.dump, store, "--run", "u-1", "--format",
+                            "jsonl"))
+        self.ok(A.replay, other, "--import", export)
+        self.assertEqual(self.ok(A.helper, "head", other, "u-1"),
+                         self.ok(A.helper, "head", store, "u-1"))
+
     def ids(self, store):
         out = self.ok(A.dump, store, "--format", "jsonl")
         return {json.loads(line)["id"] for line in out.splitlines()}
@@ -554,8 +592,25 @@ class Web(Stores, unittest.TestCase):
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())
 
+    def test_a_plugin_that_crashes_while_loading(self):
+        """A plugin is trusted code; one that dies in pl_plugin_init takes
+        ledger-web down as it does ledger-replay: exit 2 and a line naming
+        it and the signal, before the store is opened."""
+        store = self.new_store()
+        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "approval",
+                "--payload", "{}")
+        for tool in (A.web, A.replay):
+            extra = ["--listen", "127.0.0.1:0"] if tool == A.web else \
+                ["--all"]
+            rc, out, err = run(tool, store, "--plugin", A.plugin, "--plugin",
+                               A.crash_plugin, *extra)
+            self.assertEqual(rc, 2, (tool, out, err))
+            self.assertIn(os.path.basename(A.crash_plugin), err)
+            self.assertIn("SIGSEGV", err)
+            self.assertIn("pl_plugin_init", err)
+
     def test_a_successors_id_is_a_run_id(self):
-        """A run continued as new goes on as <id>~1 (docs/design.md): the
+        """A run continued as new goes on as <id>~1 (docs/design.md §12.2): the
         tools take such an id as any other, in ledger-replay --new-id, the
         API's run paths and a page's cursor that ends on one."""
         store = self.new_store()
@@ -876,7 +931,8 @@ class PgReadOnly(Stores, unittest.TestCase):
 def main():
     global A
     ap = argparse.ArgumentParser()
-    for name in ("dump", "replay", "web", "plugin", "helper", "source"):
+    for name in ("dump", "replay", "web", "plugin", "helper", "source",
+                 "crash-plugin"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("--bench")  # pl-bench, when the build makes it
     ap.add_argument("only", nargs="*")
