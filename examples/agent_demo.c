@@ -107,7 +107,9 @@ static void usage(FILE *f)
         "next\n"
         "                   to this program)\n"
         "  --question TEXT  the question (default: the fleet's maintenance "
-        "cost)\n"
+        "cost);\n"
+        "                   a run's own: another for a run that exists is "
+        "refused\n"
         "  --run ID         the run's id (default research-1)\n"
         "  --crash-after-steps N\n"
         "                   SIGKILL this process at step boundary N (a step\n"
@@ -122,7 +124,8 @@ static void usage(FILE *f)
         "(a turn\n"
         "                   served from the ledger comes whole)\n"
         "  --approval-timeout MS\n"
-        "                   a new run waits up to MS for the approval (an\n"
+        "                   a new run waits up to MS (0 to 1e12) for the "
+        "approval (an\n"
         "                   event, sent by --answer), else escalates: run\n"
         "                   agent-demo again after MS to let it escalate\n"
         "  --mcp NAME=SPEC  register the tools of an MCP server as NAME.TOOL\n"
@@ -159,6 +162,13 @@ static int parse_long(const char *s, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* The run's question (its root payload's) is @p q. */
+static bool same_question(const cJSON *payload, const char *q)
+{
+    const cJSON *had = cJSON_GetObjectItemCaseSensitive(payload, "question");
+    return cJSON_IsString(had) && !strcmp(had->valuestring, q);
 }
 
 /* NAME in this program's directory. */
@@ -289,6 +299,7 @@ int main(int argc, char **argv)
     const char *store = "agent-demo.db", *model = NULL, *data = NULL;
     const char *question = DEFAULT_QUESTION, *run_id = "research-1";
     const char *answer_text = NULL, *token = NULL, *plugin = NULL;
+    const char *question_given = NULL;
     long approval_timeout = -1;
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
@@ -347,7 +358,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--data"))
             data = v;
         else if (!strcmp(a, "--question"))
-            question = v;
+            question = question_given = v;
         else if (!strcmp(a, "--run"))
             run_id = v;
         else if (!strcmp(a, "--answer"))
@@ -376,10 +387,13 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--approval-timeout")) {
-            if (parse_long(v, &approval_timeout)) {
+            /* the agent's bound: a larger wait would start a run that
+             * fails at once */
+            if (parse_long(v, &approval_timeout) ||
+                approval_timeout > 1000000000000L) {
                 fprintf(stderr,
                         "agent-demo: --approval-timeout needs a number of "
-                        "milliseconds, not '%s'\n",
+                        "milliseconds, 0 to 1e12, not '%s'\n",
                         v);
                 return 2;
             }
@@ -480,6 +494,13 @@ int main(int argc, char **argv)
         st = pl_run_start(&o, e, &root, &ro);
     } else if (st) {
         goto fail;
+    } else if (question_given && !same_question(info->payload, question)) {
+        fprintf(stderr,
+                "agent-demo: run %s asks another question; give another "
+                "--run for this one\n",
+                run_id);
+        rc = 2;
+        goto done;
     } else if (answer && info->status == PL_RUN_WAITING && !token) {
         /* a timed approval: the answer is an event, and the run goes on
          * here */

@@ -59,7 +59,7 @@ static void read_stream(outcome *o, pl__llm *m, const uint8_t *sizes,
     m->o.on_delta = on_delta;
     m->o.delta_user = &o->deltas;
     pl__llm_deltas d = {m, "run-1", "0", 1, NULL, 0, false};
-    pl__llm_stream *s = pl__llm_stream_new(m, &d, cap);
+    pl__llm_stream *s = pl__llm_stream_new(m, &d, cap, NULL);
     CHECK(s != NULL);
     size_t at = 0;
     int fed = 0;

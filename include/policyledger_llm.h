@@ -153,7 +153,7 @@
  * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
  * retry plays the next response, without waiting), any other status fails
  * the call as above.  "usage" is optional (default: a quarter of the
- * request's and the answer's bytes).  Past the last response, the call
+ * request's and the answer's bytes; so is a count that is not 0 to 1e15).  Past the last response, the call
  * fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed
@@ -180,6 +180,8 @@
  *     true, Gemini's finishReason) or an error event in it is a failed
  *     attempt, retried as a failed request is; nothing of it is recorded.
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
+ *     Once the final event came, the answer is whole: a connection cut
+ *     after it, or held open with nothing more, changes nothing.
  *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one

@@ -27,9 +27,11 @@ dumped() { "$dump" "$1/s.db" --run research-1 >"$1/dump" 2>&1 || fail "ledger-du
 
 # Bad input: a clear refusal, nothing started.
 run_demo "$dir" --approval-timeout x
-has "$dir/out" "needs a number of milliseconds, not 'x'"
+has "$dir/out" "needs a number of milliseconds, 0 to 1e12, not 'x'"
 run_demo "$dir" --approval-timeout -5
 has "$dir/out" "needs a number of milliseconds"
+run_demo "$dir" --approval-timeout 1000000000001 # past the agent's bound
+has "$dir/out" "needs a number of milliseconds, 0 to 1e12"
 [ ! -e "$dir/s.db" ] || fail "a refused start made a store"
 
 # 1. Approved in time.

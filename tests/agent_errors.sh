@@ -57,6 +57,17 @@ grep -q 'no approval' "$c/out"
 set +e; run_demo "$c"; set -e
 fails 1 "InvalidInput" "$demo" --store "$c/s.db" --model "scripted://$c/script.json" --data "$agent_dir/data" --plugin "$plugin"
 
+# A question for a run that asks another is bad usage, and the run is left
+# as it was; its own question, given again, continues it.
+c="$dir/asked"; new_case "$c"
+run_demo "$c"
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+fails 2 "run research-1 asks another question" "$demo" --store "$c/s.db" \
+  --model "scripted://$c/script.json" --data "$agent_dir/data" \
+  --plugin "$plugin" --question 'How many vans?'
+run_demo "$c" --question 'What will maintaining our delivery fleet cost over the next three years?'
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+
 # Tools asked to leave the sandbox answer Forbidden to the model, which
 # reads the errors and answers; a model that calls an unknown tool ends the
 # research with InvalidModelAction.
@@ -78,6 +89,25 @@ expect "$c" verify ok
 expect "$c" "results read_file" 1
 expect "$c" "results http_get" 1
 expect "$c" tool_errors 2
+# search_notes' pages are p1, p2, ...: a page_token that is no such page
+# (one whose matches would start past the largest number, or not "pN")
+# is an error the model reads, not a page of its own with a next_token.
+c="$dir/pages"; mkdir -p "$c"
+cat >"$c/script.json" <<'JSON'
+{"responses": [
+  {"tool_calls": [{"name": "search_notes", "arguments": {"query": "van", "page_token": "p9223372036854775807"}},
+                  {"name": "search_notes", "arguments": {"query": "van", "page_token": "p4611686018427387904"}},
+                  {"name": "search_notes", "arguments": {"query": "van", "page_token": "zz"}},
+                  {"name": "search_notes", "arguments": {"query": "van", "page_token": "p2x"}}]},
+  {"text": "Those pages do not exist."}
+]}
+JSON
+run_demo "$c"
+grep -q "^run research-1: suspended" "$c/out" || { cat "$c/out"; exit 1; }
+AGENT_MODEL="scripted://$c/script.json" AGENT_DATA="$agent_dir/data" \
+  "$check" "$c/s.db" "$plugin" research-1 >"$c/check"
+expect "$c" "results search_notes" 4
+expect "$c" tool_errors 4
 c="$dir/rogue"; mkdir -p "$c"
 cat >"$c/script.json" <<'JSON'
 {"responses": [{"tool_calls": [{"name": "rm", "arguments": {"path": "/"}}]}]}

@@ -40,6 +40,10 @@ NDJSON; text and arguments are cut in pieces of "chunk" characters
                                       all, then close
   "whole": true                       (with "answer") a whole JSON body all
                                       the same, as a server without streams
+  "after_end": "drop" | "hang"        (with "answer") once the stream's last
+                                      event is sent, close the connection
+                                      with the chunked body unfinished, or
+                                      keep it open, sending nothing more
 Each request is logged before it is answered, one JSON line:
   {"n": index, "path": ..., "auth": "none"|"bearer"|"other",
    "auth_matches": bool (the key equals $PL_TEST_EXPECT_KEY),
@@ -424,6 +428,12 @@ def main():
                             self.connection.shutdown(socket.SHUT_RDWR)
                             return
                         self.chunk(ev)
+                    if r.get("after_end") == "hang":
+                        time.sleep(3600)
+                    if r.get("after_end") == "drop":
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):

@@ -279,3 +279,10 @@ uint64_t t_scripted_served(const char *script)
         fclose(f);
     return n;
 }
+
+const char *t_pad(void)
+{
+    static char pad[256];
+    memset(pad, 'x', sizeof pad - 1);
+    return pad;
+}

@@ -62,4 +62,7 @@ pl_outcome *t_agent(pl_engine *e, const char *text, const char *actions_json,
 /* A string member of a JSON object, or NULL. */
 const char *t_str(const cJSON *o, const char *key);
 
+/* 255 'x's, to pad a message (cut it with "%.Ns"). */
+const char *t_pad(void);
+
 #endif

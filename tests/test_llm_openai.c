@@ -528,6 +528,38 @@ Test(llm_openai, unauthorized_and_the_key_goes_nowhere)
     pl_registry_free(reg);
 }
 
+/* The error text is cut to be short only once the key is out of it: a
+ * server that echoes the key past the cut point (after a long message, in
+ * a body that is not JSON) leaves no part of it in the result. */
+Test(llm_openai, an_echoed_key_past_the_cut_leaves_no_part_of_it)
+{
+    const char *key = "sk-planted-SECRET-7f3a9c1e5b";
+    char r[2][600];
+    snprintf(r[0], sizeof r[0],
+             "{\"status\": 401, \"body\": {\"error\": {\"message\": "
+             "\"%.185s: %s\"}}}",
+             t_pad(), key);
+    snprintf(r[1], sizeof r[1], "{\"status\": 403, \"raw\": \"%.105s %s\"}",
+             t_pad(), key);
+    setenv("MY_LLM_KEY", key, 1);
+    for (int i = 0; i < 2; i++) {
+        serve(script(1, raw(r[i])));
+        pl_llm_options o = opts();
+        o.api_key_env = "MY_LLM_KEY";
+        pl_registry *reg = NULL;
+        pl_engine *e = engine_for(&reg, &o);
+        pl_outcome *out = t_agent(e, "hi", "[]", i ? "echo-raw" : "echo");
+        expect_error(out, i ? PL_ERR_FORBIDDEN : PL_ERR_UNAUTHORIZED, "xxx");
+        char *res = t_text(pl_outcome_result(out));
+        cr_expect(!strstr(res, "sk-planted"), "part of the key: %s", res);
+        free(res);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    unsetenv("MY_LLM_KEY");
+}
+
 Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
 {
     unsetenv("OPENAI_API_KEY");

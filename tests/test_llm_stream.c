@@ -373,6 +373,23 @@ Test(llm_stream, anthropic_round_trip) { round_trip(&g_anthropic); }
 Test(llm_stream, gemini_round_trip) { round_trip(&g_gemini); }
 Test(llm_stream, ollama_round_trip) { round_trip(&g_ollama); }
 
+/* Turn 2 of @p run took @p attempts, its deltas make its answer; then the
+ * run's outcome, engine, registry and server go. */
+static void turn_2_then_close(pl_engine *e, pl_registry *reg, t_server *srv,
+                              pl_outcome *out, const char *run, bool split,
+                              int attempts)
+{
+    cJSON *x = exchanges(e, run);
+    cr_expect_eq(at(cJSON_GetArrayItem(x, 1), "attempts")->valueint, attempts);
+    expect_deltas_make(cJSON_GetArrayItem(x, 1), 2, split, run);
+    cJSON_Delete(x);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(srv);
+    recs_clear();
+}
+
 /* A stream cut in the middle: retried; a restarted delta follows what the
  * cut attempt delivered; the answer recorded is the whole one. */
 static void cut_and_retry(const proto *p)
@@ -401,21 +418,45 @@ static void cut_and_retry(const proto *p)
         }
     }
     cr_expect_eq(restarts, 1, "%s", p->name);
-    cJSON *x = exchanges(e, "cut");
-    cr_expect_eq(at(cJSON_GetArrayItem(x, 1), "attempts")->valueint, 2);
-    expect_deltas_make(cJSON_GetArrayItem(x, 1), 2, p->split_args, "cut");
-    cJSON_Delete(x);
-    pl_outcome_free(out);
-    pl_engine_close(e);
-    pl_registry_free(reg);
-    t_server_stop(&srv);
-    recs_clear();
+    turn_2_then_close(e, reg, &srv, out, "cut", p->split_args, 2);
 }
 
 Test(llm_stream, openai_cut_is_retried) { cut_and_retry(&g_openai); }
 Test(llm_stream, anthropic_cut_is_retried) { cut_and_retry(&g_anthropic); }
 Test(llm_stream, gemini_cut_is_retried) { cut_and_retry(&g_gemini); }
 Test(llm_stream, ollama_cut_is_retried) { cut_and_retry(&g_ollama); }
+
+/* A stream whose last event came (OpenAI's [DONE], Anthropic's
+ * message_stop, Gemini's finishReason, Ollama's "done": true) is the whole
+ * answer, whatever the connection does after it: cut before the chunked
+ * body's end, or held open with nothing more.  Recorded at the first
+ * attempt, no restart, the model asked once. */
+static void ended_then(const proto *p, const char *how)
+{
+    recs_clear();
+    t_server srv;
+    pl_registry *reg;
+    pl_outcome *out;
+    char turn[200];
+    snprintf(turn, sizeof turn,
+             "{\"answer\": {\"text\": \"Noted, in small pieces.\"}, "
+             "\"usage\": [50, 6], \"chunk\": 2, \"after_end\": \"%s\"},",
+             how);
+    pl_engine *e = run_on(&srv, &reg, p, true, "end", turn, &out);
+    cr_expect_eq(t_server_requests(&srv), 2, "%s, %s: asked again", p->name,
+                 how);
+    for (size_t i = 0; i < g_n; i++)
+        cr_expect_neq(g_recs[i].kind, PL_LLM_DELTA_RESTARTED, "%s, %s", p->name,
+                      how);
+    turn_2_then_close(e, reg, &srv, out, "end", p->split_args, 1);
+}
+
+Test(llm_stream, openai_ended_then_cut) { ended_then(&g_openai, "drop"); }
+Test(llm_stream, anthropic_ended_then_cut) { ended_then(&g_anthropic, "drop"); }
+Test(llm_stream, gemini_ended_then_cut) { ended_then(&g_gemini, "drop"); }
+Test(llm_stream, ollama_ended_then_cut) { ended_then(&g_ollama, "drop"); }
+Test(llm_stream, openai_ended_then_held) { ended_then(&g_openai, "hang"); }
+Test(llm_stream, ollama_ended_then_held) { ended_then(&g_ollama, "hang"); }
 
 /* A stream that is not the protocol's: an error result naming it, one
  * request (not retried), nothing recorded as an answer. */
@@ -721,6 +762,36 @@ Test(llm_stream, the_scripted_model_streams)
     pl_engine_close(e);
     pl_registry_free(reg);
     recs_clear();
+}
+
+/* A scripted "usage" that is no count of tokens (past 1e15, below 0)
+ * counts as none given: the default, as the HTTP providers' usage does;
+ * it failed the run (a long made of 1e300 is no count at all). */
+Test(llm_stream, a_scripted_usage_out_of_range_counts_as_none)
+{
+    const char *bad = t_write_file(
+        "bad.json", "{\"responses\": [{\"text\": \"Two words.\", \"usage\": "
+                    "{\"input\": 1e300, \"output\": -5}}]}");
+    const char *none = t_write_file(
+        "none.json", "{\"responses\": [{\"text\": \"Two words.\"}]}");
+    pl_llm_tokens tok[2] = {PL_LLM_TOKENS_INIT, PL_LLM_TOKENS_INIT};
+    for (int i = 0; i < 2; i++) {
+        char url[4300];
+        snprintf(url, sizeof url, "scripted://%s", i ? none : bad);
+        pl_llm_options o = quick(NULL, false);
+        pl_registry *reg = t_llm_registry(url, &o);
+        pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+        pl_outcome *out = t_agent(e, "hi", "[]", i ? "none" : "bad");
+        cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                     out->reason ? out->reason : "");
+        cr_expect_eq(pl_llm_run_tokens(&tok[i], e, i ? "none" : "bad"), PL_OK);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    cr_expect_gt(tok[1].input, 0);
+    cr_expect_eq(tok[0].input, tok[1].input);
+    cr_expect_eq(tok[0].output, tok[1].output);
 }
 
 /* An options struct of version 1 or 2, from before on_delta: whatever

@@ -25,7 +25,10 @@
  * and observe shows the model a normalised observation of a search, not
  * its raw pages; both stay in the ledger.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -82,9 +85,21 @@ static int search_notes(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
                                   "search_notes takes {\"query\": a "
                                   "non-empty string, \"page_token\"}");
-    long page = tok && tok[0] == 'p' ? strtol(tok + 1, NULL, 10) : 1;
+    /* pages are p1, p2, ...: the first match of the largest one and the
+     * next page's number stay within a long */
+    char *end = NULL;
+    long page = 1;
+    if (tok) {
+        errno = 0;
+        page = tok[0] == 'p' && isdigit((unsigned char)tok[1])
+                   ? strtol(tok + 1, &end, 10)
+                   : 0;
+        if (errno || !end || *end || page > LONG_MAX / NOTES_PER_PAGE - 1)
+            page = 0;
+    }
     if (page < 1)
-        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT, "bad page_token");
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "bad page_token (pages are p1, p2, ...)");
     cJSON *r = NULL, *matches = NULL;
     int st = pl_json_pack(&r, "{s:s, s:[]}", "query", q, "matches");
     matches = r ? cJSON_GetObjectItemCaseSensitive(r, "matches") : NULL;

@@ -185,7 +185,8 @@ PL__HIDDEN const char *pl__llm_call_name(const cJSON *call);
 #define PL__LLM_STREAM_ERROR 2
 typedef struct pl__llm_stream pl__llm_stream;
 PL__HIDDEN pl__llm_stream *pl__llm_stream_new(const pl__llm *m,
-                                              pl__llm_deltas *d, size_t cap);
+                                              pl__llm_deltas *d, size_t cap,
+                                              const char *key);
 PL__HIDDEN void pl__llm_stream_free(pl__llm_stream *s);
 /* 0, or -1 once the stream failed (see pl__llm_stream_failed()). */
 PL__HIDDEN int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n);
@@ -195,6 +196,14 @@ PL__HIDDEN int pl__llm_stream_end(pl__llm_stream *s, cJSON **answer,
 /* 0, or the failure's kind with *why (borrowed). */
 PL__HIDDEN int pl__llm_stream_failed(const pl__llm_stream *s, const char **why);
 PL__HIDDEN bool pl__llm_stream_done(const pl__llm_stream *s);
+/* @p s (taken over) with every @p key in it replaced by "[redacted]";
+ * NULL when out of memory. */
+PL__HIDDEN char *pl__llm_redact(char *s, const char *key);
+/* What a server sent, @p n bytes at @p p, for a message: @p key redacted,
+ * then cut to @p max bytes, control characters as spaces.  Caller frees;
+ * NULL when out of memory. */
+PL__HIDDEN char *pl__llm_quote(const char *p, size_t n, size_t max,
+                               const char *key);
 /* Byte offset of the value of the top-level member @p key of the JSON
  * object @p body, or -1. */
 PL__HIDDEN long pl__llm_member_at(const char *body, size_t len,

@@ -34,6 +34,7 @@ typedef struct call {
 struct pl__llm_stream {
     const pl__llm *m;
     pl__llm_deltas *d;
+    const char *key; /* the API key: quoted text is redacted */
     size_t cap, total;
     pl__buf line;
     bool cr; /* the last byte was '\r': a '\n' after it ends no line */
@@ -51,15 +52,50 @@ struct pl__llm_stream {
 };
 
 pl__llm_stream *pl__llm_stream_new(const pl__llm *m, pl__llm_deltas *d,
-                                   size_t cap)
+                                   size_t cap, const char *key)
 {
     pl__llm_stream *s = calloc(1, sizeof *s);
     if (s) {
         s->m = m;
         s->d = d;
         s->cap = cap;
+        s->key = key;
     }
     return s;
+}
+
+/* ---- what a server sent, quoted -------------------------------------- */
+
+char *pl__llm_redact(char *s, const char *key)
+{
+    if (!s || !key || strlen(key) < 4)
+        return s;
+    size_t kl = strlen(key);
+    char *p;
+    while ((p = strstr(s, key)) != NULL) {
+        char *n = pl__asprintf("%.*s[redacted]%s", (int)(p - s), s, p + kl);
+        free(s);
+        if (!(s = n))
+            return NULL;
+    }
+    return s;
+}
+
+char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
+{
+    char *t = malloc(n + 1);
+    if (!t)
+        return NULL;
+    if (n)
+        memcpy(t, p, n);
+    t[n] = '\0';
+    /* the key out first: a cut made before would leave its start */
+    if ((t = pl__llm_redact(t, key)) && strlen(t) > max)
+        t[max] = '\0';
+    for (char *q = t; q && *q; q++)
+        if ((unsigned char)*q < 0x20)
+            *q = ' ';
+    return t;
 }
 
 void pl__llm_stream_free(pl__llm_stream *s)
@@ -277,15 +313,13 @@ static int error_event(pl__llm_stream *s, const cJSON *e)
     const cJSON *msg = cJSON_IsObject(e)
                            ? cJSON_GetObjectItemCaseSensitive(e, "message")
                            : e;
-    char quoted[240];
-    snprintf(quoted, sizeof quoted, "%s",
-             cJSON_IsString(msg) ? msg->valuestring : "no message");
-    for (char *q = quoted; *q; q++)
-        if ((unsigned char)*q < 0x20)
-            *q = ' ';
-    return fail(s, PL__LLM_STREAM_ERROR,
-                pl__asprintf("the model's stream carried an error: %s",
-                             quoted));
+    const char *m = cJSON_IsString(msg) ? msg->valuestring : "no message";
+    char *quoted = pl__llm_quote(m, strlen(m), 239, s->key);
+    if (!quoted)
+        return oom(s);
+    char *why = pl__asprintf("the model's stream carried an error: %s", quoted);
+    free(quoted);
+    return fail(s, PL__LLM_STREAM_ERROR, why);
 }
 
 static const cJSON *get(const cJSON *o, const char *k)
@@ -427,20 +461,17 @@ static int ollama_event(pl__llm_stream *s, const cJSON *v)
 /* Refuse the stream, quoting the start of what it sent. */
 static int refuse(pl__llm_stream *s, const char *what, const char *p, size_t n)
 {
-    char quoted[48];
-    snprintf(quoted, sizeof quoted, "%.*s", (int)(n < 40 ? n : 40), p);
-    for (char *q = quoted; *q; q++)
-        if ((unsigned char)*q < 0x20)
-            *q = ' ';
-    return fail(s, PL__LLM_STREAM_BAD,
-                pl__asprintf("the model's stream %s '%s'", what, quoted));
+    char *quoted = pl__llm_quote(p, n, 40, s->key);
+    if (!quoted)
+        return oom(s);
+    char *why = pl__asprintf("the model's stream %s '%s'", what, quoted);
+    free(quoted);
+    return fail(s, PL__LLM_STREAM_BAD, why);
 }
 
 /* One event's data (SSE) or one line (NDJSON). */
 static int event(pl__llm_stream *s, const char *data, size_t n)
 {
-    if (s->done)
-        return 0; /* past the end: nothing more is the answer */
     pl__llm_provider p = s->m->url.provider;
     if (p == PL__LLM_OPENAI && n == 6 && !memcmp(data, "[DONE]", 6)) {
         s->done = true;
@@ -498,6 +529,8 @@ static int sse_line(pl__llm_stream *s, const char *l, size_t n)
 
 static int line(pl__llm_stream *s, const char *l, size_t n)
 {
+    if (s->done)
+        return 0; /* past the final event: not read */
     if (s->m->url.provider != PL__LLM_OLLAMA)
         return sse_line(s, l, n);
     while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))

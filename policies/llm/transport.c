@@ -39,6 +39,7 @@
 #define DEF_BASE_MS 250u
 #define DEF_MAX_MS 20000u
 #define DEF_MAX_BODY ((size_t)8 << 20)
+#define STREAM_LINGER_NS 200000000u /* a transfer past its stream's end */
 
 #if PL_WITH_CURL
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
@@ -154,23 +155,7 @@ static void attempt_clear(attempt *a)
     a->retry_after_ms = -1;
 }
 
-/* Replace every occurrence of @p key in @p s by "[redacted]". */
 #if PL_WITH_CURL
-static char *redact(char *s, const char *key)
-{
-    if (!s || !key || strlen(key) < 4)
-        return s;
-    size_t kl = strlen(key);
-    char *p;
-    while ((p = strstr(s, key)) != NULL) {
-        char *n = pl__asprintf("%.*s[redacted]%s", (int)(p - s), s, p + kl);
-        free(s);
-        if (!(s = n))
-            return NULL;
-    }
-    return s;
-}
-
 static long rand_between(long lo, long hi)
 {
     uint64_t r = 0;
@@ -245,7 +230,8 @@ typedef struct sink {
     long retry_after_ms_hdr; /* retry-after-ms, which wins; -1: none */
     pl__llm_stream *stream;  /* streaming: the stream, else NULL */
     CURL *c;
-    int mode; /* streaming: 0 not yet known, 1 a stream, 2 a whole body */
+    int mode;          /* streaming: 0 not yet known, 1 a stream, 2 a body */
+    uint64_t ended_ns; /* streaming: when the stream's last event came */
 } sink;
 
 /* A streamed request's response is read as a stream when it is a success
@@ -278,9 +264,18 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     return pl__buf_append(&s->body, p, len) ? 0 : len;
 }
 
-#endif /* PL_WITH_CURL */
+/* A stream whose last event came is the whole answer: a transfer that
+ * lingers past it (a server that holds the connection open) is left. */
+static int on_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c,
+                       curl_off_t d)
+{
+    sink *s = user;
+    (void)a, (void)b, (void)c, (void)d;
+    if (!s->ended_ns && s->mode == 1 && pl__llm_stream_done(s->stream))
+        s->ended_ns = pl__mono_ns();
+    return s->ended_ns && pl__mono_ns() - s->ended_ns > STREAM_LINGER_NS;
+}
 
-#if PL_WITH_CURL
 /* A Retry-After the server sent that is neither form is left aside: the
  * backoff's own waits apply, as if it had sent none. */
 /* retry-after-ms (OpenAI's and Anthropic's): milliseconds, whole or not;
@@ -337,26 +332,22 @@ static char *error_text(const char *body, size_t len, const char *key)
                            ? cJSON_GetObjectItemCaseSensitive(e, "message")
                            : e;
     char *t = cJSON_IsString(msg)
-                  ? pl__asprintf("%.200s", msg->valuestring)
-                  : pl__asprintf("%.*s", (int)(len > 120 ? 120 : len),
-                                 body ? body : "");
+                  ? pl__llm_quote(msg->valuestring, strlen(msg->valuestring),
+                                  200, key)
+                  : pl__llm_quote(body, len, 120, key);
     cJSON_Delete(r);
-    for (char *q = t; q && *q; q++)
-        if ((unsigned char)*q < 0x20)
-            *q = ' ';
-    return redact(t, key);
+    return t;
 }
 
 static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                          const char *key, const char *body, long timeout_ms,
                          pl__llm_deltas *deltas)
 {
-    sink s = {
-        {0},   m->o.max_response_bytes ? m->o.max_response_bytes : DEF_MAX_BODY,
-        false, -1,
-        -1,    NULL,
-        NULL,  0};
-    if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap))) {
+    sink s = {.cap = m->o.max_response_bytes ? m->o.max_response_bytes
+                                             : DEF_MAX_BODY,
+              .retry_after_ms = -1,
+              .retry_after_ms_hdr = -1};
+    if (deltas && !(s.stream = pl__llm_stream_new(m, deltas, s.cap, key))) {
         a->error_code = (char *)PL_ERR_RETRYABLE_SERVER;
         a->message = pl__strdup("cannot set up the stream (out of memory)");
         return;
@@ -395,14 +386,21 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (s.stream) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     CURLcode rc = curl_easy_perform(c);
     const char *why = NULL;
     int sf = s.mode == 1 ? pl__llm_stream_failed(s.stream, &why) : 0;
-    if (sf) { /* not the protocol's or too large; or an error event */
+    if (s.mode == 1 && !sf && pl__llm_stream_done(s.stream))
+        rc = CURLE_OK; /* what came after the stream's end is not read */
+    if (sf) {          /* not the protocol's or too large; or an error event */
         a->retryable = sf == PL__LLM_STREAM_ERROR;
         a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
                                               : PL_ERR_INVALID_INPUT);
-        a->message = redact(pl__strdup(why), key);
+        a->message = pl__llm_redact(pl__strdup(why), key);
         goto done;
     }
     if (s.over) {
@@ -417,10 +415,11 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
         a->error_code = (char *)(a->timed_out ? PL_ERR_TIMEOUT
                                               : PL_ERR_RETRYABLE_SERVER);
-        a->message = redact(pl__asprintf("transport error: %s",
-                                         *errbuf ? errbuf
-                                                 : curl_easy_strerror(rc)),
-                            key);
+        a->message = pl__llm_redact(pl__asprintf("transport error: %s",
+                                                 *errbuf
+                                                     ? errbuf
+                                                     : curl_easy_strerror(rc)),
+                                    key);
         goto done;
     }
     failed = false;
@@ -434,7 +433,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
             a->retryable = sf == PL__LLM_STREAM_ERROR;
             a->error_code = (char *)(a->retryable ? PL_ERR_RETRYABLE_SERVER
                                                   : PL_ERR_INVALID_INPUT);
-            a->message = redact(pl__strdup(why), key);
+            a->message = pl__llm_redact(pl__strdup(why), key);
         }
         goto done;
     }
@@ -443,7 +442,7 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
                                    s.body.data ? (char *)s.body.data : "",
                                    s.body.len)) {
             a->error_code = (char *)PL_ERR_INVALID_INPUT;
-            a->message = redact(pl__strdup(pl_errmsg()), key);
+            a->message = pl__llm_redact(pl__strdup(pl_errmsg()), key);
         } else if (deltas) { /* a whole body: its answer in one piece */
             pl__llm_delta_whole(deltas, a->answer, false);
         }
@@ -710,10 +709,14 @@ static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
     const cJSON *ui = cJSON_GetObjectItemCaseSensitive(u, "input");
     const cJSON *uo = cJSON_GetObjectItemCaseSensitive(u, "output");
     char *t = cJSON_PrintUnformatted(ans);
-    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0
+    /* a count of tokens, as the providers' is read (response.c), else
+     * the default */
+    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0 &&
+                           ui->valuedouble <= 1e15
                        ? (long)ui->valuedouble
                        : (long)(body_len / 4);
-    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0
+    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0 &&
+                            uo->valuedouble <= 1e15
                         ? (long)uo->valuedouble
                         : (long)(t ? strlen(t) / 4 : 0);
     free(t);
