@@ -82,6 +82,7 @@
  *     schema_regex.c JSON Schema: patterns, ECMA-262, matched without backtracking
  *     json.c         pl_json_pack / pl_json_unpack
  *     json_calls.c   pl_steps_add_resultf, pl_ctx_invokef
+ *     json_print.c   pl_json_print: numbers that read back as themselves
  *     trace.c        the JSON-lines trace writer
  *     otel.c         the OpenTelemetry exporter (PL_WITH_CURL)
  *     otel_none.c    its stand-in without libcurl: it refuses to open

@@ -10,7 +10,7 @@
  * extra keys and items under '!' -- with its status and a message that
  * names the failing value's path; that 'o' arguments and 'O' copies are
  * freed on failure (the sanitizer build finds any leak); and
- * pl_steps_add_resultf() inside a policy.
+ * pl_steps_add_resultf() inside a policy; pl_json_print()'s exact numbers.
  */
 #include "support.h"
 
@@ -831,4 +831,59 @@ Test(json, a_va_list_is_read_through_a_copy)
     cr_expect_eq(f, 2.5);
     cJSON_Delete(a);
     cJSON_Delete(b);
+}
+
+/* pl_json_print(): the numbers cJSON prints as others (15 digits that
+ * read back within its tolerance) are printed exactly, wherever they sit,
+ * and every other tree prints as cJSON prints it. */
+Test(json, print_reads_back_every_number_as_itself)
+{
+    cJSON *v = cJSON_CreateObject();
+    cr_assert_not_null(v);
+    cJSON_AddNumberToObject(v, "big", 9007199254740991.0);
+    cJSON_AddItemToObjectCS(v, "sum", cJSON_CreateNumber(0.1 + 0.2));
+    cJSON *a = cJSON_AddArrayToObject(v, "list");
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(-9007199254740991.0));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(42));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(0.5));
+    cJSON_AddStringToObject(v, "s", "x");
+    char *text = pl_json_print(v, false);
+    cr_assert_str_eq(text, "{\"big\":9007199254740991,"
+                           "\"sum\":0.30000000000000004,"
+                           "\"list\":[-9007199254740991,42,0.5],\"s\":\"x\"}");
+    cJSON *back = cJSON_Parse(text);
+    cr_assert_not_null(back);
+    cr_assert(cJSON_Compare(v, back, true), "read back: another tree");
+    cJSON_free(text);
+    cJSON_Delete(back);
+    /* cJSON's own print of the same tree, for the record */
+    char *theirs = cJSON_PrintUnformatted(v);
+    cr_assert_not_null(strstr(theirs, "9.00719925474099e+15"));
+    cJSON_free(theirs);
+    /* formatted: cJSON's layout, the digits exact */
+    text = pl_json_print(v, true);
+    cr_assert_not_null(strstr(text, "\"big\":\t9007199254740991,\n"));
+    cJSON_free(text);
+    /* the tree printed is not changed */
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(v, "big")));
+    cJSON_Delete(v);
+
+    /* a number alone, and trees cJSON already prints exactly */
+    cJSON *n = cJSON_CreateNumber(9007199254740991.0);
+    text = pl_json_print(n, false);
+    cr_assert_str_eq(text, "9007199254740991");
+    cJSON_free(text);
+    cJSON_Delete(n);
+    const char *same[] = {"{\"a\":[1,2.5,-3,1e+300,null,true,\"\\u0001\"]}",
+                          "12345678901234", "[]", "{}"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        cJSON *t = cJSON_Parse(same[i]);
+        cr_assert_not_null(t, "%s", same[i]);
+        char *mine = pl_json_print(t, false), *its = cJSON_PrintUnformatted(t);
+        cr_assert_str_eq(mine, its);
+        cJSON_free(mine);
+        cJSON_free(its);
+        cJSON_Delete(t);
+    }
+    cr_assert_null(pl_json_print(NULL, false));
 }

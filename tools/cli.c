@@ -506,10 +506,7 @@ char *cli_strdup(const char *s)
     return d;
 }
 
-char *cli_json_compact(const cJSON *item)
-{
-    return cJSON_PrintUnformatted(item);
-}
+char *cli_json_compact(const cJSON *item) { return pl_json_print(item, false); }
 
 void cli_shorten(char *text, size_t max)
 {
@@ -629,7 +626,7 @@ char *cli_utf8_only(char *text)
 
 bool cli_json_line(FILE *f, const cJSON *item)
 {
-    char *s = cli_utf8_only(cJSON_PrintUnformatted(item));
+    char *s = cli_utf8_only(pl_json_print(item, false));
     if (!s)
         return false;
     fputs(s, f);
@@ -640,7 +637,7 @@ bool cli_json_line(FILE *f, const cJSON *item)
 
 bool cli_json_document(FILE *f, const cJSON *item)
 {
-    char *s = cli_utf8_only(cJSON_Print(item));
+    char *s = cli_utf8_only(pl_json_print(item, true));
     if (!s)
         return false;
     fputs(s, f);

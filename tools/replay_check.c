@@ -122,7 +122,7 @@ static void root_changed(tool *t, const char *code)
 
 static void print_tool(const char *label, const cJSON *v)
 {
-    char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+    char *text = v ? pl_json_print(v, false) : NULL;
     printf("    %s %s\n", label, text ? text : "(not found)");
     free(text);
 }

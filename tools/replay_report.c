@@ -220,7 +220,7 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         const pl_step *last = n ? pl_steps_at(o->steps, n - 1) : NULL;
         const cJSON *res = last ? pl_step_payload(last) : NULL;
         if (!t->opt.json && res) {
-            char *text = cJSON_PrintUnformatted(res);
+            char *text = pl_json_print(res, false);
             printf("  result %s\n", text ? text : "?");
             free(text);
         }
@@ -229,7 +229,7 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
     }
     case PL_RUN_SUSPENDED: {
         if (!t->opt.json) {
-            char *text = o->prompt ? cJSON_PrintUnformatted(o->prompt) : NULL;
+            char *text = o->prompt ? pl_json_print(o->prompt, false) : NULL;
             printf("  waiting at %s for an answer to %s\n  resume with: "
                    "--resume %s --answer JSON\n",
                    or_dash(o->suspended_path), text ? text : "{}", o->run_id);
@@ -442,7 +442,7 @@ int print_document(tool *t, int rc, const char *error)
         if (rc && cli_first_error())
             cJSON_AddStringToObject(doc, "message", cli_first_error());
     }
-    char *text = doc ? cli_utf8_only(cJSON_Print(doc)) : NULL;
+    char *text = doc ? cli_utf8_only(pl_json_print(doc, true)) : NULL;
     if (text)
         printf("%s\n", text);
     else {

@@ -111,7 +111,7 @@ int prepare_schedule(tool *t)
     t->payload = cli_parse_object(o->payload, "--payload");
     if (!t->payload)
         return EXIT_USAGE;
-    char *text = cJSON_PrintUnformatted(t->payload);
+    char *text = pl_json_print(t->payload, false);
     size_t len = text ? strlen(text) : 0;
     free(text);
     if (len > 65536) {

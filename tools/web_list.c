@@ -127,7 +127,7 @@ static bool text_match(const pl_run_info *ri, const char *needle)
     for (int i = 0; i < 2; i++) {
         if (!parts[i])
             continue;
-        char *text = cJSON_PrintUnformatted(parts[i]);
+        char *text = pl_json_print(parts[i], false);
         bool hit = text && strstr(text, needle);
         free(text);
         if (hit)
@@ -159,7 +159,7 @@ static int search_visit(const pl_step *s, void *user)
     const cJSON *payload = pl_step_payload(s);
     if (!payload)
         return 0;
-    char *text = cJSON_PrintUnformatted(payload);
+    char *text = pl_json_print(payload, false);
     if (!text) {
         x->oom = true;
         return 1;

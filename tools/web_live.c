@@ -211,7 +211,7 @@ bool web_counts_json(web *w, cJSON *into)
 /* Publish one event (under w->mu). */
 static void publish(web *w, const char *type, cJSON *data)
 {
-    char *text = data ? cJSON_PrintUnformatted(data) : NULL;
+    char *text = data ? pl_json_print(data, false) : NULL;
     cJSON_Delete(data);
     if (!text)
         return;

@@ -127,7 +127,7 @@ static char *inert(char *text)
 /* @p doc (taken) as the answer, with @p status. */
 static void json_reply(web_reply *out, int status, cJSON *doc)
 {
-    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    char *text = doc ? pl_json_print(doc, false) : NULL;
     cJSON_Delete(doc);
     if (text)
         text = cli_utf8_only(text);

@@ -234,7 +234,7 @@ static int page_visit(const pl_step *s, void *user)
     }
     /* too long for a page: its start, and its length (the payload is not
      * copied) */
-    char *text = cJSON_PrintUnformatted(payload);
+    char *text = pl_json_print(payload, false);
     if (!text) {
         p->rs.oom = true;
         return 1;

@@ -150,6 +150,19 @@ int pl_steps_add_resultf(pl_steps *steps, const char *fmt, ...);
 int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
                    const char *fmt, ...);
 
+/**
+ * cJSON_Print() (@p formatted) or cJSON_PrintUnformatted() whose numbers
+ * read back as the values they print.  cJSON prints 15 significant digits
+ * whenever they read back within a relative 2^-52 of the number, so
+ * 9007199254740991 prints as 9.00719925474099e+15 and 0.1 + 0.2 as 0.3:
+ * other numbers.  Here such a number is printed with 17 digits
+ * (9007199254740991, 0.30000000000000004); every other byte is cJSON's.
+ * The tools, and the MCP policies' requests, print with it.
+ * @return the text; caller owns, free with cJSON_free().  NULL when
+ *         @p json is NULL or memory ran out.
+ */
+char *pl_json_print(const cJSON *json, bool formatted);
+
 /* ------------------------------------------------------------------------ */
 /* JSON Schema                                                              */
 /* ------------------------------------------------------------------------ */

@@ -135,21 +135,12 @@ fail:
 /* Append the string literal @p s. */
 #define APPEND(b, s) pl__buf_append(b, s, sizeof s - 1)
 
-/* Append @p v printed as compact JSON to @p b: straight into its spare
- * room when it fits (a buffer kept from the last message mostly has
- * it), else printed apart and copied.  False when out of memory. */
+/* Append @p v printed as compact JSON to @p b, its numbers exact
+ * (pl_json_print(): cJSON alone sends 2^53 - 1 as 9.00719925474099e+15,
+ * another number, to the tool).  False when out of memory. */
 bool pl__mcp_append_json(pl__buf *b, const cJSON *v)
 {
-    if (pl__buf_reserve(b, 256))
-        return false;
-    size_t room = b->cap - b->len;
-    char *at = (char *)b->data + b->len;
-    if (room <= INT_MAX &&
-        cJSON_PrintPreallocated((cJSON *)v, at, (int)room, false)) {
-        b->len += strlen(at);
-        return true;
-    }
-    char *text = cJSON_PrintUnformatted(v);
+    char *text = pl_json_print(v, false);
     bool ok = text && !pl__buf_append(b, text, strlen(text));
     free(text);
     return ok;
