@@ -36,9 +36,10 @@
  *     output: RetryableServer (the next call starts it again); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
- *     `notifications/cancelled` for the request; a message longer than
- *     max_message_bytes: ToolBug, and the server is stopped (memory stays
- *     bounded: nothing past the cap is kept).  Lines on the server's
+ *     `notifications/cancelled` for the request (a call whose deadline
+ *     has already passed is a Timeout that is never sent); a message
+ *     longer than max_message_bytes: ToolBug, and the server is stopped
+ *     (memory stays bounded: nothing past the cap is kept).  Lines on the server's
  *     output that are not JSON-RPC are skipped (a server that prints only
  *     garbage ends in Timeout, the message counts the lines skipped).
  *

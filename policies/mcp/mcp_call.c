@@ -493,8 +493,17 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int64_t dl = pl_ctx_deadline(ctx);
     if (dl > 0) {
         int64_t left = dl - pl__now_us() / 1000;
+        if (left <= 0) {
+            /* no time left for an answer: a request could only act */
+            char text[512];
+            snprintf(text, sizeof text,
+                     "MCP server %s, tool %s: not sent: the call's deadline "
+                     "has passed",
+                     m->name, t->name);
+            return pl_steps_add_error(out, PL_ERR_TIMEOUT, text);
+        }
         if (left < wait)
-            wait = left > 0 ? left : 0;
+            wait = left;
     }
     call_params p = {t->name, a->payload, pl_ctx_idempotency_key(ctx)};
     char why[256] = "";
