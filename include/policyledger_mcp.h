@@ -81,13 +81,15 @@
  *
  * Durability.  Calls are recorded like every policy's: a replay or a
  * continued run serves a recorded result and never sends that call to the
- * server.  (pl_mcp_register() itself talks to the server, to list its
- * tools, every time a process registers them.)  Each tools/call carries
- * the call's idempotency key (pl_ctx_idempotency_key()) in its "_meta" as
+ * server; a check replay (pl_run_options.check) sends no call at all, not
+ * even one whose result it lacks (a run of the tool itself, stopped while
+ * its call was in flight).  (pl_mcp_register() itself talks to the
+ * server, to list its tools, every time a process registers them.)  Each
+ * tools/call carries the call's idempotency key
+ * (pl_ctx_idempotency_key()) in its "_meta" as
  * "policyledger/idempotencyKey", and as its "progressToken" (the
  * server's notifications/progress are read and dropped).  MCP has no
- * standard idempotency: a
- * server is free to ignore that key.  So a tool is registered idempotent
+ * standard idempotency: a server is free to ignore that key.  So a tool is registered idempotent
  * (a call in flight at a crash is sent again, with the same key) only
  * when it is named in the options' `idempotent` list, or its annotations
  * say "readOnlyHint": true (unless ignore_hints).  Every other tool is

@@ -181,11 +181,12 @@ Test(mcp, filesystem_reads_lists_and_refuses_a_path_outside_its_roots)
 /* Crashes                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Fork an engine that registers @p spec and runs @p calls as run "c";
- * kill it (SIGKILL) once @p log shows @p a (and @p b). */
-static void run_and_kill(const char *spec, const pl_mcp_options *o,
-                         const char *calls, const char *log, const char *a,
-                         const char *b)
+/* Fork an engine that registers @p spec and runs policy @p root with
+ * @p payload (JSON text) as run "c"; kill it (SIGKILL) once @p log shows
+ * @p a (and @p b). */
+static void run_as_and_kill(const char *spec, const pl_mcp_options *o,
+                            const char *root, const char *payload,
+                            const char *log, const char *a, const char *b)
 {
     snprintf(F.store, sizeof F.store, "%s", t_store_path());
     fflush(NULL);
@@ -200,10 +201,8 @@ static void run_and_kill(const char *spec, const pl_mcp_options *o,
         eo.durability = PL_DURABILITY_PROCESS;
         if (pl_engine_open(&e, F.store, F.reg, &eo))
             _exit(12);
-        char text[8192];
-        snprintf(text, sizeof text, "{\"calls\": %s}", calls);
-        cJSON *p = cJSON_Parse(text);
-        pl_action act = {PL_ACTION_VERSION, "use", p, NULL, 0, NULL};
+        cJSON *p = cJSON_Parse(payload);
+        pl_action act = {PL_ACTION_VERSION, root, p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "c";
         pl_outcome *out = NULL;
@@ -226,6 +225,25 @@ static void run_and_kill(const char *spec, const pl_mcp_options *o,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     cr_assert(WIFSIGNALED(status));
+}
+
+/* run_as_and_kill() of "use" making @p calls (JSON text of its array). */
+static void run_and_kill(const char *spec, const pl_mcp_options *o,
+                         const char *calls, const char *log, const char *a,
+                         const char *b)
+{
+    char text[8192];
+    snprintf(text, sizeof text, "{\"calls\": %s}", calls);
+    run_as_and_kill(spec, o, "use", text, log, a, b);
+}
+
+/* The fake server's log and spec (4300 and 9000 bytes), its "slow" tool
+ * held (it never answers while F.dir/hold exists). */
+static void held_fake(char *log, char *spec)
+{
+    snprintf(log, 4300, "%s/log", F.dir);
+    snprintf(spec, 9000, "stdio:python3 " FAKE " ok %s", F.dir);
+    write_file(F.dir, "hold", "");
 }
 
 static cJSON *continue_c(int executed)
@@ -276,9 +294,7 @@ Test(mcp, an_engine_killed_mid_run_sends_no_completed_call_again)
 Test(mcp, an_idempotent_call_in_flight_is_sent_again_with_its_key)
 {
     char log[4300], spec[9000];
-    snprintf(log, sizeof log, "%s/log", F.dir);
-    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
-    write_file(F.dir, "hold", "");
+    held_fake(log, spec);
     pl_mcp_options o = quiet();
     const char *idem[] = {"slow"};
     o.idempotent = idem;
@@ -318,9 +334,7 @@ Test(mcp, an_idempotent_call_in_flight_is_sent_again_with_its_key)
 Test(mcp, a_call_in_flight_of_a_tool_not_idempotent_is_in_doubt)
 {
     char log[4300], spec[9000];
-    snprintf(log, sizeof log, "%s/log", F.dir);
-    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
-    write_file(F.dir, "hold", "");
+    held_fake(log, spec);
     pl_mcp_options o = quiet();
     run_and_kill(spec, &o, "[{\"tool\": \"x.slow\"}]", log, "tools/call",
                  "slow");
@@ -330,4 +344,29 @@ Test(mcp, a_call_in_flight_of_a_tool_not_idempotent_is_in_doubt)
     cJSON_Delete(got);
     close_all();
     cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1, "sent again");
+}
+
+/* A check replays and writes nothing, and sends nothing either: a run of
+ * the tool itself, killed while its call waited for the answer, has
+ * recorded the tool list and no result; its check says how far the
+ * record goes and never asks the server again (it did, and waited the
+ * whole timeout for the answer). */
+Test(mcp, a_check_of_a_tool_run_killed_in_flight_sends_nothing)
+{
+    char log[4300], spec[9000];
+    held_fake(log, spec);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1000;
+    run_as_and_kill(spec, &o, "x.slow", "{}", log, "tools/call", "slow");
+    cr_assert_eq(open_reg("x", spec, &o), PL_OK, "%s", pl_errmsg());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    pl_outcome *r = NULL;
+    int st = pl_run_continue(&r, F.engine, "c", &ro);
+    cr_expect(st == PL_OK || st == PL_ECHECK, "%s", pl_errmsg());
+    pl_outcome_free(r);
+    close_all();
+    cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1,
+                 "the check sent the call");
 }

@@ -481,6 +481,12 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         bool found = false;
         if ((sst = add_recorded(&found, out, ctx)) || found)
             return sst;
+        /* no result recorded, and still replaying: a check replay (which
+         * writes nothing and sends nothing), not the end of the record */
+        if (pl_ctx_replaying(ctx))
+            return pl_steps_add_error(out, PL_ERR_IN_DOUBT,
+                                      "a check replay reached a call with "
+                                      "no recorded result: not sent");
     }
     if (gone) {
         char text[512];
