@@ -31,6 +31,8 @@ a test tells two servers of one DIR apart).  MODE:
                 for it every 10 ms (meanwhile nothing else is read)
     hinted      as ok, "echo" annotated readOnlyHint true, "fail" false
     vDATE       as ok, answering initialize with protocol version DATE
+    toolsobj    as ok, but tools/list answers its tools as an object by
+                name, not an array
 """
 import json
 import os
@@ -100,7 +102,9 @@ for line in sys.stdin:
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":
-        if params.get("cursor") == "page2":
+        if mode == "toolsobj":
+            result(i, {"tools": {t["name"]: t for t in TOOLS}})
+        elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
                                              else [])})
         else:

@@ -370,3 +370,39 @@ Test(mcp, a_check_of_a_tool_run_killed_in_flight_sends_nothing)
     cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1,
                  "the check sent the call");
 }
+
+/* What is not the protocol is an error, never a result made of nothing: a
+ * tools/call result that is not an object, or content items that are no
+ * content items, are ToolBug (they were an empty, successful result); a
+ * tools/list answer whose "tools" is not an array fails the registration
+ * (one with an object of tools by name registered them). */
+Test(mcp, a_result_or_a_tool_list_that_is_not_the_protocol_is_an_error)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    open_all("fake", spec, &o);
+    static const char *const bad[][2] = {
+        {"\"hello\"", "not an object"},
+        {"null", "not an object"},
+        {"{\"content\": [\"x\"]}", "content item 0"},
+        {"{\"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"text\": 1}]}",
+         "content item 1"}};
+    for (int i = 0; i < 4; i++) {
+        char calls[512], id[8];
+        snprintf(calls, sizeof calls,
+                 "[{\"tool\": \"fake.fail\", \"args\": {\"result\": %s}}]",
+                 bad[i][0]);
+        snprintf(id, sizeof id, "r%d", i);
+        cJSON *got = run(id, calls, 1);
+        expect_error(at(got, 0), PL_ERR_TOOL_BUG, bad[i][1]);
+        cJSON_Delete(got);
+    }
+    close_all();
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " toolsobj %s", F.dir);
+    o.start_timeout_ms = 20000;
+    cr_expect_eq(open_reg("fake", spec, &o), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "\"tools\" array"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+}

@@ -172,6 +172,9 @@ static bool plain_text(const cJSON *it)
 /* Add the steps of a tools/call result @p r, whose parts it takes. */
 static int add_result(pl_steps *out, cJSON *r, size_t cap)
 {
+    if (!cJSON_IsObject(r))
+        return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
+                                  "the server's result is not an object");
     cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError"))) {
         char *text = joined_text(content);
@@ -191,12 +194,25 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
     int st = items ? PL_OK : PL_ENOMEM;
     /* a text item as content_item() would make it is moved, not copied */
     cJSON *it = content ? content->child : NULL;
-    while (!st && it) {
+    for (int i = 0; !st && it; i++) {
         cJSON *next = it->next;
+        if (!pl__mcp_str(it, "type")) {
+            /* no content item: what it meant is unknown, and a result
+             * without it would say less than the server did */
+            char text[128];
+            snprintf(text, sizeof text,
+                     "the server's content item %d is not an object with "
+                     "a \"type\"",
+                     i);
+            cJSON_Delete(res);
+            return pl_steps_add_error(out, PL_ERR_TOOL_BUG, text);
+        }
         cJSON *c = plain_text(it) ? cJSON_DetachItemViaPointer(content, it)
                                   : content_item(it, cap);
-        if (c)
-            cJSON_AddItemToArray(items, c);
+        if (!c || !cJSON_AddItemToArray(items, c)) {
+            cJSON_Delete(c);
+            st = PL_ENOMEM;
+        }
         it = next;
     }
     cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
