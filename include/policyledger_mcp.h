@@ -41,9 +41,13 @@
  *     `notifications/cancelled` for the request (a call whose deadline
  *     has already passed is a Timeout that is never sent); a message
  *     longer than max_message_bytes: ToolBug, and the server is stopped
- *     (memory stays bounded: nothing past the cap is kept).  Lines on the server's
- *     output that are not JSON-RPC are skipped (a server that prints only
- *     garbage ends in Timeout, the message counts the lines skipped).
+ *     (memory stays bounded: nothing past the cap is kept).  Lines on
+ *     the server's output that are not JSON-RPC are skipped (a server
+ *     that prints only garbage ends in Timeout, the message counts the
+ *     lines skipped).  A string escaping a lone UTF-16 surrogate ("\ud83d"
+ *     without its low half: a string cut inside a pair, as JavaScript and
+ *     Python print it) is read with U+FFFD in its place, over either
+ *     transport.
  *
  * Streamable HTTP (a spec "http://..." or "https://...", built with
  * libcurl): each message is one POST; the Mcp-Session-Id the server gives
@@ -91,14 +95,14 @@
  * (pl_ctx_idempotency_key()) in its "_meta" as
  * "policyledger/idempotencyKey", and as its "progressToken" (the
  * server's notifications/progress are read and dropped).  MCP has no
- * standard idempotency: a server is free to ignore that key.  So a tool is registered idempotent
- * (a call in flight at a crash is sent again, with the same key) only
- * when it is named in the options' `idempotent` list, or its annotations
- * say "readOnlyHint": true (unless ignore_hints).  Every other tool is
- * registered not idempotent: its action_call is durable before the
- * request is sent, and a crash while it is in flight applies `in_doubt`
- * (by default PL_IN_DOUBT_FAIL: an "InDoubt" error result, never a
- * second request).
+ * standard idempotency: a server is free to ignore that key.  So a tool
+ * is registered idempotent (a call in flight at a crash is sent again,
+ * with the same key) only when it is named in the options' `idempotent`
+ * list, or its annotations say "readOnlyHint": true (unless
+ * ignore_hints).  Every other tool is registered not idempotent: its
+ * action_call is durable before the request is sent, and a crash while
+ * it is in flight applies `in_doubt` (by default PL_IN_DOUBT_FAIL: an
+ * "InDoubt" error result, never a second request).
  *
  * The tool list.  Each call records, before its request, the side effect
  * "mcp.tools" {"server": name, "protocol": version, "tools": count,

@@ -406,3 +406,27 @@ Test(mcp, a_result_or_a_tool_list_that_is_not_the_protocol_is_an_error)
     cr_expect_null(F.mcp);
     cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
 }
+
+/* JSON that escapes a lone UTF-16 surrogate (a string cut inside a pair,
+ * as JavaScript's slice() and JSON.stringify() make it, or Python's
+ * json.dumps() of a name not UTF-8) is read with U+FFFD in its place: the
+ * answer was skipped as no JSON, and the call waited its whole timeout
+ * for one that had come. */
+Test(mcp, an_answer_with_a_lone_surrogate_is_read_not_skipped)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 3000;
+    open_all("fake", spec, &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.fail\", \"args\": "
+                     "{\"surrogates\": true}}]",
+                     1);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(at(got, 0), "content");
+    cr_assert_eq(cJSON_GetArraySize(c), 2, "%s", t_text(got));
+    cr_expect_str_eq(s_of(cJSON_GetArrayItem(c, 0), "text"), "cut \ufffd");
+    cr_expect_str_eq(s_of(cJSON_GetArrayItem(c, 1), "text"),
+                     "\ufffd low, \\ud83d kept, pair \U0001F600");
+    cJSON_Delete(got);
+}
