@@ -430,3 +430,42 @@ Test(mcp, an_answer_with_a_lone_surrogate_is_read_not_skipped)
                      "\ufffd low, \\ud83d kept, pair \U0001F600");
     cJSON_Delete(got);
 }
+
+/* A request the server does not read in time, cut off part-way, stops
+ * the server: what was written of it would run into the next message on
+ * the same line, which the server then could not read either (the next
+ * call was lost to a timeout too). */
+Test(mcp, a_request_cut_off_part_way_stops_the_server)
+{
+    char log[4300], spec[9000];
+    held_fake(log, spec);
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " patient %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 4000; /* the call after starts python again in it */
+    open_all("fake", spec, &o);
+    /* "slow" keeps the server from reading; then 4 MB it cannot take */
+    size_t big = (size_t)4 << 20;
+    char *text = malloc(big + 256);
+    cr_assert_not_null(text);
+    int k = snprintf(text, 256,
+                     "{\"calls\": [{\"tool\": \"fake.slow\"}, {\"tool\": "
+                     "\"fake.echo\", \"args\": {\"text\": \"");
+    memset(text + k, 'x', big);
+    snprintf(text + k + big, 64, "\"}}]}");
+    pl_outcome *r = t_start(F.engine, "use", text, "r1");
+    free(text);
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(r),
+                                                        "got");
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "no answer in time");
+    expect_error(at(got, 1), PL_ERR_TIMEOUT, "does not read its input");
+    pl_outcome_free(r);
+    char hold[4300];
+    snprintf(hold, sizeof hold, "%s/hold", F.dir);
+    cr_assert_eq(unlink(hold), 0);
+    cJSON *after = run("r2",
+                       "[{\"tool\": \"fake.echo\", \"args\": {\"text\": "
+                       "\"after\"}}]",
+                       1);
+    cr_expect(strstr(first_text(at(after, 0)), "after"), "%s", t_text(after));
+    cJSON_Delete(after);
+}

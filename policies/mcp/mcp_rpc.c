@@ -249,6 +249,17 @@ static int send_text(pl_mcp *m, int64_t deadline, char *why, size_t n)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int64_t left = deadline - pl__mcp_mono_ms();
+            if (left <= 0 && off) {
+                /* what was written would run into the next message, on
+                 * one line the server could not read: it is stopped */
+                snprintf(why, n,
+                         "the server does not read its input (%zu of %zu "
+                         "bytes of the message taken: it was stopped)",
+                         off, len + 1);
+                pl__mcp_stop(m);
+                t = T_TIMEOUT;
+                break;
+            }
             if (left <= 0) {
                 snprintf(why, n, "the server does not read its input");
                 t = T_TIMEOUT;
@@ -574,7 +585,7 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
         }
         cJSON_Delete(in);
     }
-    if (t == T_TIMEOUT) {
+    if (t == T_TIMEOUT && (m->http || m->wfd >= 0)) {
         cJSON *p = cJSON_CreateObject();
         if (p) {
             cJSON_AddNumberToObject(p, "requestId", (double)id);
