@@ -19,7 +19,9 @@
  * of the decoded data), and their base64 "data" only up to
  * max_inline_bytes (else "omitted": true); embedded "resource" items
  * their "uri", "mimeType" and "text" (cut at max_inline_bytes, with
- * "truncated": true) and a "blob" as an image's data.
+ * "truncated": true) and a "blob" as an image's data.  A result that is
+ * not an object, a "content" that is not an array or an item of it that
+ * is not an object with a "type" is a ToolBug error result.
  *
  * Errors are error-as-data results {"error": true, "code", "message"},
  * never statuses, so the calling policy (a model) can read them:
@@ -36,11 +38,18 @@
  *     output: RetryableServer (the next call starts it again); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
- *     `notifications/cancelled` for the request; a message longer than
- *     max_message_bytes: ToolBug, and the server is stopped (memory stays
- *     bounded: nothing past the cap is kept).  Lines on the server's
- *     output that are not JSON-RPC are skipped (a server that prints only
- *     garbage ends in Timeout, the message counts the lines skipped).
+ *     `notifications/cancelled` for the request (a call whose deadline
+ *     has already passed is a Timeout that is never sent; a server
+ *     that does not read a request to its end in that time is stopped,
+ *     the next call starting it again); a message
+ *     longer than max_message_bytes: ToolBug, and the server is stopped
+ *     (memory stays bounded: nothing past the cap is kept).  Lines on
+ *     the server's output that are not JSON-RPC are skipped (a server
+ *     that prints only garbage ends in Timeout, the message counts the
+ *     lines skipped).  A string escaping a lone UTF-16 surrogate ("\ud83d"
+ *     without its low half: a string cut inside a pair, as JavaScript and
+ *     Python print it) is read with U+FFFD in its place, over either
+ *     transport.
  *
  * Streamable HTTP (a spec "http://..." or "https://...", built with
  * libcurl): each message is one POST; the Mcp-Session-Id the server gives
@@ -80,20 +89,22 @@
  *
  * Durability.  Calls are recorded like every policy's: a replay or a
  * continued run serves a recorded result and never sends that call to the
- * server.  (pl_mcp_register() itself talks to the server, to list its
- * tools, every time a process registers them.)  Each tools/call carries
- * the call's idempotency key (pl_ctx_idempotency_key()) in its "_meta" as
+ * server; a check replay (pl_run_options.check) sends no call at all, not
+ * even one whose result it lacks (a run of the tool itself, stopped while
+ * its call was in flight).  (pl_mcp_register() itself talks to the
+ * server, to list its tools, every time a process registers them.)  Each
+ * tools/call carries the call's idempotency key
+ * (pl_ctx_idempotency_key()) in its "_meta" as
  * "policyledger/idempotencyKey", and as its "progressToken" (the
  * server's notifications/progress are read and dropped).  MCP has no
- * standard idempotency: a
- * server is free to ignore that key.  So a tool is registered idempotent
- * (a call in flight at a crash is sent again, with the same key) only
- * when it is named in the options' `idempotent` list, or its annotations
- * say "readOnlyHint": true (unless ignore_hints).  Every other tool is
- * registered not idempotent: its action_call is durable before the
- * request is sent, and a crash while it is in flight applies `in_doubt`
- * (by default PL_IN_DOUBT_FAIL: an "InDoubt" error result, never a
- * second request).
+ * standard idempotency: a server is free to ignore that key.  So a tool
+ * is registered idempotent (a call in flight at a crash is sent again,
+ * with the same key) only when it is named in the options' `idempotent`
+ * list, or its annotations say "readOnlyHint": true (unless
+ * ignore_hints).  Every other tool is registered not idempotent: its
+ * action_call is durable before the request is sent, and a crash while
+ * it is in flight applies `in_doubt` (by default PL_IN_DOUBT_FAIL: an
+ * "InDoubt" error result, never a second request).
  *
  * The tool list.  Each call records, before its request, the side effect
  * "mcp.tools" {"server": name, "protocol": version, "tools": count,

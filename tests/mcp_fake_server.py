@@ -12,7 +12,9 @@ a test tells two servers of one DIR apart).  MODE:
                 its arguments and the call's _meta as structuredContent),
                 "fail" (isError with the text of arguments.text;
                 with arguments.rpc, a JSON-RPC error of that code; with
-                arguments.result, that object as its result), "slow"
+                arguments.result, that object as its result; with
+                arguments.surrogates, texts holding lone UTF-16
+                surrogates, as a string cut inside a pair prints), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
                 client a ping and a made-up request before answering),
                 "die" (exits; with arguments.mute, closes its output and
@@ -31,6 +33,8 @@ a test tells two servers of one DIR apart).  MODE:
                 for it every 10 ms (meanwhile nothing else is read)
     hinted      as ok, "echo" annotated readOnlyHint true, "fail" false
     vDATE       as ok, answering initialize with protocol version DATE
+    toolsobj    as ok, but tools/list answers its tools as an object by
+                name, not an array
 """
 import json
 import os
@@ -100,7 +104,9 @@ for line in sys.stdin:
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":
-        if params.get("cursor") == "page2":
+        if mode == "toolsobj":
+            result(i, {"tools": {t["name"]: t for t in TOOLS}})
+        elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
                                              else [])})
         else:
@@ -127,6 +133,11 @@ for line in sys.stdin:
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})
+        elif name == "fail" and "surrogates" in args:
+            result(i, {"content": [
+                {"type": "text", "text": "cut \ud83d"},
+                {"type": "text", "text": "\udc00 low, \\ud83d kept, "
+                                         "pair \U0001F600"}]})
         elif name == "fail" and "result" in args:
             result(i, args["result"])
         elif name == "fail" and "rpc" in args:

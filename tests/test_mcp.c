@@ -181,11 +181,12 @@ Test(mcp, filesystem_reads_lists_and_refuses_a_path_outside_its_roots)
 /* Crashes                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Fork an engine that registers @p spec and runs @p calls as run "c";
- * kill it (SIGKILL) once @p log shows @p a (and @p b). */
-static void run_and_kill(const char *spec, const pl_mcp_options *o,
-                         const char *calls, const char *log, const char *a,
-                         const char *b)
+/* Fork an engine that registers @p spec and runs policy @p root with
+ * @p payload (JSON text) as run "c"; kill it (SIGKILL) once @p log shows
+ * @p a (and @p b). */
+static void run_as_and_kill(const char *spec, const pl_mcp_options *o,
+                            const char *root, const char *payload,
+                            const char *log, const char *a, const char *b)
 {
     snprintf(F.store, sizeof F.store, "%s", t_store_path());
     fflush(NULL);
@@ -200,10 +201,8 @@ static void run_and_kill(const char *spec, const pl_mcp_options *o,
         eo.durability = PL_DURABILITY_PROCESS;
         if (pl_engine_open(&e, F.store, F.reg, &eo))
             _exit(12);
-        char text[8192];
-        snprintf(text, sizeof text, "{\"calls\": %s}", calls);
-        cJSON *p = cJSON_Parse(text);
-        pl_action act = {PL_ACTION_VERSION, "use", p, NULL, 0, NULL};
+        cJSON *p = cJSON_Parse(payload);
+        pl_action act = {PL_ACTION_VERSION, root, p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "c";
         pl_outcome *out = NULL;
@@ -226,6 +225,25 @@ static void run_and_kill(const char *spec, const pl_mcp_options *o,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     cr_assert(WIFSIGNALED(status));
+}
+
+/* run_as_and_kill() of "use" making @p calls (JSON text of its array). */
+static void run_and_kill(const char *spec, const pl_mcp_options *o,
+                         const char *calls, const char *log, const char *a,
+                         const char *b)
+{
+    char text[8192];
+    snprintf(text, sizeof text, "{\"calls\": %s}", calls);
+    run_as_and_kill(spec, o, "use", text, log, a, b);
+}
+
+/* The fake server's log and spec (4300 and 9000 bytes), its "slow" tool
+ * held (it never answers while F.dir/hold exists). */
+static void held_fake(char *log, char *spec)
+{
+    snprintf(log, 4300, "%s/log", F.dir);
+    snprintf(spec, 9000, "stdio:python3 " FAKE " ok %s", F.dir);
+    write_file(F.dir, "hold", "");
 }
 
 static cJSON *continue_c(int executed)
@@ -276,9 +294,7 @@ Test(mcp, an_engine_killed_mid_run_sends_no_completed_call_again)
 Test(mcp, an_idempotent_call_in_flight_is_sent_again_with_its_key)
 {
     char log[4300], spec[9000];
-    snprintf(log, sizeof log, "%s/log", F.dir);
-    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
-    write_file(F.dir, "hold", "");
+    held_fake(log, spec);
     pl_mcp_options o = quiet();
     const char *idem[] = {"slow"};
     o.idempotent = idem;
@@ -318,9 +334,7 @@ Test(mcp, an_idempotent_call_in_flight_is_sent_again_with_its_key)
 Test(mcp, a_call_in_flight_of_a_tool_not_idempotent_is_in_doubt)
 {
     char log[4300], spec[9000];
-    snprintf(log, sizeof log, "%s/log", F.dir);
-    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
-    write_file(F.dir, "hold", "");
+    held_fake(log, spec);
     pl_mcp_options o = quiet();
     run_and_kill(spec, &o, "[{\"tool\": \"x.slow\"}]", log, "tools/call",
                  "slow");
@@ -330,4 +344,128 @@ Test(mcp, a_call_in_flight_of_a_tool_not_idempotent_is_in_doubt)
     cJSON_Delete(got);
     close_all();
     cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1, "sent again");
+}
+
+/* A check replays and writes nothing, and sends nothing either: a run of
+ * the tool itself, killed while its call waited for the answer, has
+ * recorded the tool list and no result; its check says how far the
+ * record goes and never asks the server again (it did, and waited the
+ * whole timeout for the answer). */
+Test(mcp, a_check_of_a_tool_run_killed_in_flight_sends_nothing)
+{
+    char log[4300], spec[9000];
+    held_fake(log, spec);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1000;
+    run_as_and_kill(spec, &o, "x.slow", "{}", log, "tools/call", "slow");
+    cr_assert_eq(open_reg("x", spec, &o), PL_OK, "%s", pl_errmsg());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    pl_outcome *r = NULL;
+    int st = pl_run_continue(&r, F.engine, "c", &ro);
+    cr_expect(st == PL_OK || st == PL_ECHECK, "%s", pl_errmsg());
+    pl_outcome_free(r);
+    close_all();
+    cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1,
+                 "the check sent the call");
+}
+
+/* What is not the protocol is an error, never a result made of nothing: a
+ * tools/call result that is not an object, or content items that are no
+ * content items, are ToolBug (they were an empty, successful result); a
+ * tools/list answer whose "tools" is not an array fails the registration
+ * (one with an object of tools by name registered them). */
+Test(mcp, a_result_or_a_tool_list_that_is_not_the_protocol_is_an_error)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    open_all("fake", spec, &o);
+    static const char *const bad[][2] = {
+        {"\"hello\"", "not an object"},
+        {"null", "not an object"},
+        {"{\"content\": [\"x\"]}", "content item 0"},
+        {"{\"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"text\": 1}]}",
+         "content item 1"}};
+    for (int i = 0; i < 4; i++) {
+        char calls[512], id[8];
+        snprintf(calls, sizeof calls,
+                 "[{\"tool\": \"fake.fail\", \"args\": {\"result\": %s}}]",
+                 bad[i][0]);
+        snprintf(id, sizeof id, "r%d", i);
+        cJSON *got = run(id, calls, 1);
+        expect_error(at(got, 0), PL_ERR_TOOL_BUG, bad[i][1]);
+        cJSON_Delete(got);
+    }
+    close_all();
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " toolsobj %s", F.dir);
+    o.start_timeout_ms = 20000;
+    cr_expect_eq(open_reg("fake", spec, &o), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "\"tools\" array"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+}
+
+/* JSON that escapes a lone UTF-16 surrogate (a string cut inside a pair,
+ * as JavaScript's slice() and JSON.stringify() make it, or Python's
+ * json.dumps() of a name not UTF-8) is read with U+FFFD in its place: the
+ * answer was skipped as no JSON, and the call waited its whole timeout
+ * for one that had come. */
+Test(mcp, an_answer_with_a_lone_surrogate_is_read_not_skipped)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 3000;
+    open_all("fake", spec, &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.fail\", \"args\": "
+                     "{\"surrogates\": true}}]",
+                     1);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(at(got, 0), "content");
+    cr_assert_eq(cJSON_GetArraySize(c), 2, "%s", t_text(got));
+    cr_expect_str_eq(s_of(cJSON_GetArrayItem(c, 0), "text"), "cut \ufffd");
+    cr_expect_str_eq(s_of(cJSON_GetArrayItem(c, 1), "text"),
+                     "\ufffd low, \\ud83d kept, pair \U0001F600");
+    cJSON_Delete(got);
+}
+
+/* A request the server does not read in time, cut off part-way, stops
+ * the server: what was written of it would run into the next message on
+ * the same line, which the server then could not read either (the next
+ * call was lost to a timeout too). */
+Test(mcp, a_request_cut_off_part_way_stops_the_server)
+{
+    char log[4300], spec[9000];
+    held_fake(log, spec);
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " patient %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 4000; /* the call after starts python again in it */
+    open_all("fake", spec, &o);
+    /* "slow" keeps the server from reading; then 4 MB it cannot take */
+    size_t big = (size_t)4 << 20;
+    char *text = malloc(big + 256);
+    cr_assert_not_null(text);
+    int k = snprintf(text, 256,
+                     "{\"calls\": [{\"tool\": \"fake.slow\"}, {\"tool\": "
+                     "\"fake.echo\", \"args\": {\"text\": \"");
+    memset(text + k, 'x', big);
+    snprintf(text + k + big, 64, "\"}}]}");
+    pl_outcome *r = t_start(F.engine, "use", text, "r1");
+    free(text);
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(r),
+                                                        "got");
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "no answer in time");
+    expect_error(at(got, 1), PL_ERR_TIMEOUT, "does not read its input");
+    pl_outcome_free(r);
+    char hold[4300];
+    snprintf(hold, sizeof hold, "%s/hold", F.dir);
+    cr_assert_eq(unlink(hold), 0);
+    cJSON *after = run("r2",
+                       "[{\"tool\": \"fake.echo\", \"args\": {\"text\": "
+                       "\"after\"}}]",
+                       1);
+    cr_expect(strstr(first_text(at(after, 0)), "after"), "%s", t_text(after));
+    cJSON_Delete(after);
 }

@@ -165,6 +165,37 @@ Test(mcp, a_server_that_prints_garbage_is_a_timeout_not_a_hang)
                  1);
 }
 
+/* A decorator that gives the call a deadline long past, as a run
+ * continued after its timeout decorator's deadline has one. */
+static int past_deadline(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                         const pl_decorator *self, pl_next *next)
+{
+    (void)self;
+    cr_assert_eq(pl_ctx_set_deadline(ctx, 1000), PL_OK);
+    return pl_next_call(next, ctx, a, out);
+}
+
+/* A call whose deadline has passed is a Timeout and is not sent, as
+ * http_get's and run_command's are not: a request with no time left to
+ * answer it could only act on the server (it was sent, over stdio, and
+ * then cancelled; over HTTP, never sent yet cancelled). */
+Test(mcp, a_call_past_its_deadline_is_not_sent)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    per_call = (pl_decorator)PL_DECORATOR_INIT;
+    per_call.fn = past_deadline;
+    per_call.name = "past_deadline";
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, "deadline has passed");
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 0, "sent");
+    cr_expect_eq(count_lines(log, "notifications/cancelled", NULL), 0);
+}
+
 Test(mcp, a_50_MB_answer_is_a_clear_error_and_the_server_restarts)
 {
     pl_mcp_options o = quiet();

@@ -554,3 +554,24 @@ Test(mcp_http, a_50_MB_header_block_is_an_error_not_50_MB_kept,
     cr_expect_lt(grew, 40 * 1024, "the process grew %ld KiB", grew);
     cJSON_Delete(got);
 }
+
+/* An answer whose JSON escapes a lone UTF-16 surrogate (a string cut
+ * inside a pair) is read with U+FFFD in its place, from a JSON body and
+ * from an event stream: it was taken for a body that is not the answer
+ * (ToolBug), or an event stream without it (RetryableServer). */
+Test(mcp_http, an_answer_with_a_lone_surrogate_is_read, .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"body\": \"{\\\"jsonrpc\\\": \\\"2.0\\\", \\\""
+            "id\\\": 3, \\\"result\\\": {\\\"content\\\": [{\\\"type\\\":"
+            " \\\"text\\\", \\\"text\\\": \\\"cut \\\\ud83d\\\"}]}}\"}, {"
+            "\"sse\": true, \"body\": \"data: {\\\"jsonrpc\\\": \\\"2.0\\"
+            "\", \\\"id\\\": 4, \\\"result\\\": {\\\"content\\\": [{\\\"t"
+            "ype\\\": \\\"text\\\", \\\"text\\\": \\\"\\\\udc00 low\\\"}]"
+            "}}\\n\\n\"}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 2);
+    cr_expect_str_eq(first_text(at(got, 0)), "cut \ufffd");
+    cr_expect_str_eq(first_text(at(got, 1)), "\ufffd low");
+    cJSON_Delete(got);
+}

@@ -323,6 +323,14 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
             break;
         }
         cJSON *tools = cJSON_GetObjectItemCaseSensitive(r, "tools");
+        if (!cJSON_IsArray(tools)) {
+            st = pl__err(PL_EIO,
+                         "MCP server %s: tools/list: an answer without a "
+                         "\"tools\" array",
+                         m->name);
+            cJSON_Delete(r);
+            break;
+        }
         cJSON *it;
         cJSON_ArrayForEach(it, tools)
         {

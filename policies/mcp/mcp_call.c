@@ -172,6 +172,9 @@ static bool plain_text(const cJSON *it)
 /* Add the steps of a tools/call result @p r, whose parts it takes. */
 static int add_result(pl_steps *out, cJSON *r, size_t cap)
 {
+    if (!cJSON_IsObject(r))
+        return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
+                                  "the server's result is not an object");
     cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "isError"))) {
         char *text = joined_text(content);
@@ -191,12 +194,25 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
     int st = items ? PL_OK : PL_ENOMEM;
     /* a text item as content_item() would make it is moved, not copied */
     cJSON *it = content ? content->child : NULL;
-    while (!st && it) {
+    for (int i = 0; !st && it; i++) {
         cJSON *next = it->next;
+        if (!pl__mcp_str(it, "type")) {
+            /* no content item: what it meant is unknown, and a result
+             * without it would say less than the server did */
+            char text[128];
+            snprintf(text, sizeof text,
+                     "the server's content item %d is not an object with "
+                     "a \"type\"",
+                     i);
+            cJSON_Delete(res);
+            return pl_steps_add_error(out, PL_ERR_TOOL_BUG, text);
+        }
         cJSON *c = plain_text(it) ? cJSON_DetachItemViaPointer(content, it)
                                   : content_item(it, cap);
-        if (c)
-            cJSON_AddItemToArray(items, c);
+        if (!c || !cJSON_AddItemToArray(items, c)) {
+            cJSON_Delete(c);
+            st = PL_ENOMEM;
+        }
         it = next;
     }
     cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
@@ -481,6 +497,12 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         bool found = false;
         if ((sst = add_recorded(&found, out, ctx)) || found)
             return sst;
+        /* no result recorded, and still replaying: a check replay (which
+         * writes nothing and sends nothing), not the end of the record */
+        if (pl_ctx_replaying(ctx))
+            return pl_steps_add_error(out, PL_ERR_IN_DOUBT,
+                                      "a check replay reached a call with "
+                                      "no recorded result: not sent");
     }
     if (gone) {
         char text[512];
@@ -493,8 +515,17 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int64_t dl = pl_ctx_deadline(ctx);
     if (dl > 0) {
         int64_t left = dl - pl__now_us() / 1000;
+        if (left <= 0) {
+            /* no time left for an answer: a request could only act */
+            char text[512];
+            snprintf(text, sizeof text,
+                     "MCP server %s, tool %s: not sent: the call's deadline "
+                     "has passed",
+                     m->name, t->name);
+            return pl_steps_add_error(out, PL_ERR_TIMEOUT, text);
+        }
         if (left < wait)
-            wait = left > 0 ? left : 0;
+            wait = left;
     }
     call_params p = {t->name, a->payload, pl_ctx_idempotency_key(ctx)};
     char why[256] = "";

@@ -212,9 +212,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
 }
 
 /* A message of the stream or body: keep it if it answers x->id. */
-static void take(exchange *x, const char *text, size_t len)
+static void take(exchange *x, char *text, size_t len)
 {
-    cJSON *v = cJSON_ParseWithLength(text, len);
+    cJSON *v = pl__mcp_parse(text, len);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(v, "method");
     if (!x->answer && cJSON_IsNumber(id) && x->id &&
@@ -263,7 +263,7 @@ static void read_events(exchange *x)
             i = k + 1;
         }
         if (data.len)
-            take(x, (const char *)data.data, data.len);
+            take(x, (char *)data.data, data.len);
         pl__buf_free(&data);
         memmove(b, b + end + skip, n - end - skip);
         x->body.len = n - end - skip;
@@ -294,7 +294,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
 static void body_answer(exchange *x)
 {
     if (x->id && !x->answer && !x->stream && x->body.len)
-        take(x, (const char *)x->body.data, x->body.len);
+        take(x, (char *)x->body.data, x->body.len);
 }
 
 cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,

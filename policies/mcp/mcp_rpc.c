@@ -240,6 +240,17 @@ static int send_text(pl_mcp *m, int64_t deadline, char *why, size_t n)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int64_t left = deadline - pl__mcp_mono_ms();
+            if (left <= 0 && off) {
+                /* what was written would run into the next message, on
+                 * one line the server could not read: it is stopped */
+                snprintf(why, n,
+                         "the server does not read its input (%zu of %zu "
+                         "bytes of the message taken: it was stopped)",
+                         off, len + 1);
+                pl__mcp_stop(m);
+                t = T_TIMEOUT;
+                break;
+            }
             if (left <= 0) {
                 snprintf(why, n, "the server does not read its input");
                 t = T_TIMEOUT;
@@ -275,6 +286,53 @@ static ssize_t read_within(pl_mcp *m, int64_t ms)
     return recv(m->rfd, m->buf + m->len, m->max_msg + 1 - m->len, 0);
 }
 
+/* The UTF-16 unit of "\uXXXX" at @p p (6 bytes left at least), or -1. */
+static long utf16_at(const char *p)
+{
+    long v = 0;
+    if (p[0] != '\\' || p[1] != 'u')
+        return -1;
+    for (int i = 2; i < 6; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+cJSON *pl__mcp_parse(char *text, size_t len)
+{
+    cJSON *v = cJSON_ParseWithLength(text, len);
+    if (v || !memchr(text, '\\', len))
+        return v;
+    bool fixed = false;
+    for (size_t i = 0; i + 1 < len;) {
+        if (text[i] != '\\') {
+            i++;
+            continue;
+        }
+        long u = i + 6 <= len ? utf16_at(text + i) : -1;
+        if (u < 0xD800 || u > 0xDFFF) {
+            i += u < 0 ? 2 : 6; /* another escape, or a unit that is one */
+            continue;
+        }
+        long lo = u <= 0xDBFF && i + 12 <= len ? utf16_at(text + i + 6) : -1;
+        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            i += 12; /* a pair */
+            continue;
+        }
+        memcpy(text + i + 2, "fffd", 4);
+        fixed = true;
+        i += 6;
+    }
+    return fixed ? cJSON_ParseWithLength(text, len) : NULL;
+}
+
 int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
 {
     *out = NULL;
@@ -285,7 +343,7 @@ int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
         size_t line = (size_t)(nl - m->buf);
         /* a blank line (of "\r\n" too) is no message, and no garbage */
         bool blank = line == 0 || (line == 1 && m->buf[0] == '\r');
-        cJSON *v = cJSON_ParseWithLength(m->buf, line);
+        cJSON *v = pl__mcp_parse(m->buf, line);
         memmove(m->buf, nl + 1, m->len - line - 1);
         m->len -= line + 1;
         if (v && cJSON_IsObject(v)) {
@@ -518,7 +576,7 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
         }
         cJSON_Delete(in);
     }
-    if (t == T_TIMEOUT) {
+    if (t == T_TIMEOUT && (m->http || m->wfd >= 0)) {
         cJSON *p = cJSON_CreateObject();
         if (p) {
             cJSON_AddNumberToObject(p, "requestId", (double)id);
