@@ -117,8 +117,10 @@
  *                                  https://generativelanguage.googleapis.com
  *                                  /v1beta; the key from $GEMINI_API_KEY
  *                                  (x-goog-api-key).
- *   ollama://HOST:PORT/MODEL       Ollama's /api/chat (no key; a model may
- *                                  hold ':', e.g. qwen3:8b).
+ *   ollama://HOST[:PORT]/MODEL     Ollama's /api/chat (no key; the port
+ *                                  11434, Ollama's own, when none is
+ *                                  given; a model may hold ':', e.g.
+ *                                  qwen3:8b).
  *   scripted://PATH                a deterministic offline model playing
  *                                  back the JSON script at PATH (below), a
  *                                  regular file: another (a device, a

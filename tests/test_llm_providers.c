@@ -195,8 +195,9 @@ Test(llm_providers, anthropic_and_ollama_urls)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_expect_eq(pl_llm_register(reg, "m", bad[i], NULL, NULL), PL_EINVAL,
                      "%s", bad[i]);
-        cr_expect(strstr(pl_errmsg(), bad[i][0] == 'a' ? "anthropic://MODEL"
-                                                       : "ollama://HOST:PORT"),
+        cr_expect(strstr(pl_errmsg(), bad[i][0] == 'a'
+                                          ? "anthropic://MODEL"
+                                          : "ollama://HOST[:PORT]"),
                   "%s: %s", bad[i], pl_errmsg());
     }
     /* a port that is no port is malformed at registration, not a request
@@ -488,4 +489,26 @@ Test(llm_providers, a_script_that_is_no_file_fails_the_run_clearly)
         pl_engine_close(e);
         pl_registry_free(reg);
     }
+}
+
+/* ollama://HOST/MODEL without a port asks Ollama's own port, 11434, not
+ * HTTP's 80: the transport's error names the port it tried (nothing of
+ * the suite listens on 11434). */
+Test(llm_providers, ollama_without_a_port_asks_port_11434)
+{
+    pl_llm_options o = quick(NULL);
+    o.max_attempts = 1;
+    pl_registry *reg = t_llm_registry("ollama://127.0.0.1/m", &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "noport");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const char *msg = t_str(pl_outcome_result(out), "message");
+    cr_assert_not_null(msg, "the result has no message");
+    cr_expect(!strstr(msg, "port 80 "), "%s", msg);
+    cr_expect(strstr(msg, "port 11434") || !strstr(msg, "transport error"),
+              "%s", msg);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }

@@ -24,8 +24,9 @@ static bool has_ctl(const char *s)
 }
 
 /* Whether the authority @p a (@p n bytes: "[user@]host[:port]") has no
- * port, or one of 1 to 65535 in digits. */
-static bool port_ok(const char *a, size_t n)
+ * port, or one of 1 to 65535 in digits; *@p has says which (may be
+ * NULL). */
+static bool port_ok(const char *a, size_t n, bool *has)
 {
     size_t h = 0; /* the host's start: past the last '@' */
     for (size_t i = 0; i < n; i++)
@@ -45,6 +46,8 @@ static bool port_ok(const char *a, size_t n)
             if (a[i] == ':')
                 colon = i;
     }
+    if (has)
+        *has = colon < n;
     if (colon >= n)
         return true;
     size_t digits = n - colon - 1;
@@ -68,9 +71,10 @@ const char *pl__llm_base_bad(const char *b)
         host = b + 8;
     if (!host || !*host || *host == '/' || *host == ':' || has_ctl(b))
         return "no host";
-    return port_ok(host, strcspn(host, "/?#")) ? NULL
-                                               : "a port that is not 1 to "
-                                                 "65535";
+    return port_ok(host, strcspn(host, "/?#"), NULL)
+               ? NULL
+               : "a port that is not 1 to "
+                 "65535";
 }
 
 static char *trim_slash(char *s)
@@ -152,17 +156,20 @@ int pl__llm_url_parse(pl__llm_url *out, const char *url)
             has_ctl(rest))
             return pl__err(PL_EINVAL,
                            "model URL '%.200s': expected "
-                           "ollama://HOST:PORT/MODEL",
+                           "ollama://HOST[:PORT]/MODEL",
                            url);
-        if (!port_ok(rest, (size_t)(slash - rest)))
+        bool has_port;
+        if (!port_ok(rest, (size_t)(slash - rest), &has_port))
             return pl__err(PL_EINVAL,
                            "model URL '%.200s': expected "
-                           "ollama://HOST:PORT/MODEL, with a port of 1 to "
+                           "ollama://HOST[:PORT]/MODEL, with a port of 1 to "
                            "65535",
                            url);
         out->provider = PL__LLM_OLLAMA;
         out->model = pl__strdup(slash + 1);
-        out->base_url = pl__asprintf("http://%.*s", (int)(slash - rest), rest);
+        /* no port: Ollama's own, not HTTP's 80 */
+        out->base_url = pl__asprintf("http://%.*s%s", (int)(slash - rest), rest,
+                                     has_port ? "" : ":11434");
         if (!out->base_url) {
             pl__llm_url_free(out);
             return pl__err(PL_ENOMEM, "out of memory");
