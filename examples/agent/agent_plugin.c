@@ -67,7 +67,7 @@ static void print_delta(const pl_llm_delta *d, void *user)
     if (d->kind == PL_LLM_DELTA_RESTARTED || d->kind == PL_LLM_DELTA_END) {
         printf("%s\n", d->kind == PL_LLM_DELTA_END
                            ? ""
-                           : "  [the stream was cut: asking again]");
+                           : "  [the stream was cut: what it wrote is void]");
         line_open = false;
         fflush(stdout);
         return;
