@@ -581,6 +581,10 @@ static int parse_args(options *o, int argc, char **argv)
                   "--payload JSON");
         return EXIT_USAGE;
     }
+    if (o->mcp_unchecked && !o->n_mcp) {
+        cli_error("--mcp-unchecked goes with --mcp NAME=SPEC");
+        return EXIT_USAGE;
+    }
     if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT && !sched &&
         o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {

@@ -4,7 +4,8 @@ inputSchema the validator refuses (tests/mcp_fake_server.py's
 "unevaluated": "unevaluatedProperties") is refused without the flag, exit
 2 and a message naming the tool, the keyword and the flag; with it, the
 server is mounted, that tool without its schema and callable, and the
-run it made checks cleanly with the flag.
+run it made checks cleanly with the flag; the flag without --mcp is bad
+usage (exit 1).
 
 usage: test_mcp_unchecked.py --replay R --dump D --fake mcp_fake_server.py
 """
@@ -75,6 +76,12 @@ class Unchecked(unittest.TestCase):
         rc, out, err = self.replay(u, "--check")
         self.assertEqual(rc, 0, out + err)
         self.assertEqual(self.calls(), 1)
+
+    def test_the_flag_without_an_mcp_server_is_refused(self):
+        rc, out, err = run(A.replay, self.store, "--mcp-unchecked", "--check")
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("--mcp-unchecked goes with --mcp", err)
+        self.assertFalse(os.path.exists(self.store), "a store was made")
 
 
 def main():
