@@ -122,6 +122,15 @@ int pl__err(int status, const char *fmt, ...)
     return status;
 }
 
+int pl__err_run(int status, const char *run_id)
+{
+    size_t n = strlen(run_id);
+    if (!strncmp(tl_msg, "run '", 5) && !strncmp(tl_msg + 5, run_id, n) &&
+        !strncmp(tl_msg + 5 + n, "': ", 3))
+        return status;
+    return pl__err(status, "run '%s': %s", run_id, pl_errmsg());
+}
+
 int pl_errorf(int status, const char *fmt, ...)
 {
     if (!fmt)

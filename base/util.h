@@ -124,6 +124,10 @@ static inline uint64_t pl__get_be64(const uint8_t *p)
  * failure reads `return pl__err(PL_EINVAL, "bad name '%s'", name);`.
  */
 PL__HIDDEN int pl__err(int status, const char *fmt, ...) PL__PRINTF(2, 3);
+/* pl__err(status, "run 'ID': MESSAGE") with the message set now, unless
+ * that message names run @p run_id first already (a record's own check
+ * does): the run is named once. */
+PL__HIDDEN int pl__err_run(int status, const char *run_id);
 PL__HIDDEN int pl__verr(int status, const char *fmt, va_list ap);
 
 /* Forget the thread's message (before running user code), and ask whether

@@ -163,6 +163,10 @@ Test(integrity, a_changed_run_record_is_corrupt_and_named)
     pl_run_info *ri = NULL;
     cr_assert_eq(pl_run_get(&ri, e, "a"), PL_ECORRUPT);
     cr_assert_null(ri);
+    /* the run is named once, not once by the record and again around it */
+    cr_assert(strstr(pl_errmsg(), "run 'a'") &&
+                  !strstr(strstr(pl_errmsg(), "run 'a'") + 1, "run 'a'"),
+              "%s", pl_errmsg());
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_ECORRUPT);
     size_t n = 0;

@@ -75,7 +75,7 @@ int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
         st = pl__payload_decode(&in->prompt, in->st.prompt, in->st.prompt_len);
     if (st) {
         int keep = st;
-        pl__err(st, "run '%s': %s", in->id, pl_errmsg());
+        pl__err_run(st, in->id);
         pl_run_info_free(&in->pub);
         return keep;
     }

@@ -34,7 +34,7 @@ int pl__scan_run(pl_engine *e, const char *run_id, uint64_t num,
                             chunk, CHUNK_BYTES, &page);
         chunk = CHUNK;
         if (st) {
-            st = pl__err(st, "run '%s': %s", run_id, pl_errmsg());
+            st = pl__err_run(st, run_id);
             break;
         }
         if (!page.n)
