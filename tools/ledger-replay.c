@@ -21,6 +21,7 @@
  *      changed
  */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -314,7 +315,8 @@ static int parse_count(unsigned *out, const char *flag, const char *v,
     char *end;
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
+    if (errno || end == v || *end || !isdigit((unsigned char)v[0]) || n < lo ||
+        n > hi) {
         cli_error("%s needs a whole number from %lu to %lu, not %s", flag, lo,
                   hi, QUOTE(v));
         return -1;
@@ -363,8 +365,10 @@ static int parse_queue_flag(options *o, const char *a, const char *v)
         char *end;
         errno = 0;
         long n = strtol(v, &end, 10);
-        if (errno || end == v || *end || n < -PL_PRIORITY_MAX ||
-            n > PL_PRIORITY_MAX) {
+        if (errno || end == v || *end ||
+            !(isdigit((unsigned char)v[0]) ||
+              (v[0] == '-' && isdigit((unsigned char)v[1]))) ||
+            n < -PL_PRIORITY_MAX || n > PL_PRIORITY_MAX) {
             cli_error("--priority needs a whole number from %d to %d, not "
                       "%s",
                       -PL_PRIORITY_MAX, PL_PRIORITY_MAX, QUOTE(v));

@@ -185,6 +185,13 @@ def case_usage():
              "--payload", "{}", "--priority", "1001"],
             [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
              "--payload", "{}", "--priority", "high"],
+            # a number is its digits: no blank or sign strtol() would skip
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--priority", " 5"],
+            [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
+             "--payload", "{}", "--priority", "+5"],
+            [s.path, "--plugin", ARGS.order_plugin, "--worker",
+             "--concurrency", " 2"],
             [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
              "--payload", "{}", "--key", "tenant-1"],
             [s.path, "--plugin", ARGS.order_plugin, "--submit", "order",
