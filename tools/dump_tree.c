@@ -141,7 +141,8 @@ static bool seen_add(seen_ids *s, const rows *r)
             return false;
         s->n++;
     }
-    qsort(s->v, s->n, sizeof *s->v, id_cmp);
+    if (s->n > 1)
+        qsort(s->v, s->n, sizeof *s->v, id_cmp);
     return true;
 }
 
