@@ -185,6 +185,23 @@ def overview(s):
     check(done == 2, "its sound runs by status: %d completed" % done)
 
 
+def batches(s):
+    st, doc, _ = s.post("/api/batch/delete?prefix=order-&dry_run=1")
+    check(st == 200 and doc["matched"] == 2 and
+          [r["run_id"] for r in doc["runs"]] == ["order-4", "order-1"] and
+          [r["run_id"] for r in doc["skipped"]] == ["order-5", "order-2"] and
+          all("checksum" in r["message"] for r in doc["skipped"]),
+          "a batch's dry run goes past the damaged runs, naming them: %d %s"
+          % (st, doc))
+    st, doc, _ = s.post("/api/batch/continue?status=crashed")
+    check(st == 200 and doc["continued"] == 1 and
+          doc["runs"][0]["run_id"] == "order-3" and
+          doc["runs"][0]["status"] == "completed" and
+          [r["run_id"] for r in doc["skipped"]] == ["order-5", "order-2"],
+          "a batch continues the crashed run past the damaged ones: %d %s"
+          % (st, doc))
+
+
 def events(s, store, tmp):
     """The stream announces a run made while it is open: the poller
     starts past the newest run, order-5, damaged."""
@@ -209,7 +226,7 @@ def main():
         store = (PG + "&schema=" + SCHEMA if PG else
                  os.path.join(tmp, "store.mdb"))
         fill(store, tmp)
-        env = dict(os.environ)
+        env = dict(os.environ, ORDER_EFFECTS=os.path.join(tmp, "effects"))
         env.pop("PL_WEB_TOKEN", None)
         s = Server(store, "--plugin", os.path.join(EX, "order-plugin.so"),
                    env=env)
@@ -220,6 +237,7 @@ def main():
             counts(s)
             run_pages(s)
             overview(s)
+            batches(s)
             events(s, store, tmp)
         finally:
             s.stop()
