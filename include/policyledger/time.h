@@ -54,9 +54,12 @@
  * pl_ctx_call_all()) at the end of a ledger, and in a wait: that call or
  * wait returns PL_ECANCELLED and the run is cancelled from then on.  The
  * policy may go on to make compensating calls (a saga), recorded and
- * replayed as any call; whatever it returns, the run then ends
- * `cancelled` with the reason.  A call in flight when the cancellation
- * arrives finishes, and its result is recorded.  A callee that returns
+ * replayed as any call, but no wait: a sleep or a wait for an event
+ * after the cancellation returns PL_ECANCELLED at once (recorded as a
+ * `cancel` step), so a cancelled run never parks again; whatever the
+ * policy returns, the run then ends `cancelled` with the reason.  A
+ * call in flight when the cancellation arrives finishes, and its result
+ * is recorded.  A callee that returns
  * PL_ECANCELLED gives its caller a "Cancelled" error result and
  * PL_ECANCELLED from the call, so a cancellation climbs to the root
  * unless a policy handles it.  Calls already running in a
