@@ -188,7 +188,8 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
- *         schedule (see pl_schedule_fire()); the store's errors.
+ *         schedule (see pl_schedule_fire(): the due runs are woken all
+ *         the same, and *next_due_ms set); the store's errors.
  */
 int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
 
