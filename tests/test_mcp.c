@@ -483,6 +483,75 @@ Test(mcp, a_tool_run_killed_in_flight_asks_when_its_rule_says_so)
     cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 2);
 }
 
+/* The text of run @p id's result, from the store F.store (caller frees). */
+static char *result_text(const char *id)
+{
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_steps *steps = NULL;
+    cr_assert_eq(pl_run_ledger(&steps, F.engine, id, "0"), PL_OK, "%s",
+                 pl_errmsg());
+    const pl_step *last = pl_steps_at(steps, pl_steps_count(steps) - 1);
+    char *text = t_text(pl_step_payload(last));
+    pl_steps_free(steps);
+    close_all();
+    return text;
+}
+
+/* ledger-replay --mcp-env NAME=VAR: the process of server-everything gets
+ * the variable (its get-env tool lists what it got), and without the
+ * flag it does not; a variable that is not set, or the flag for a server
+ * no --mcp names, is a usage error. */
+Test(mcp, ledger_replay_passes_the_variables_its_flags_name)
+{
+    need(EVERYTHING);
+    t_lmdb_only("ledger-replay opens the store by its path");
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    setenv("PL_TEST_MCP_VALUE", "value-for-the-server", 1);
+    const char *spec = "ev=stdio:node " EVERYTHING " stdio";
+    const char *with[] = {F.store,
+                          "--mcp",
+                          spec,
+                          "--mcp-env",
+                          "ev=PL_TEST_MCP_VALUE",
+                          "--submit",
+                          "ev.get-env",
+                          "--payload",
+                          "{}",
+                          "--new-id",
+                          "e1",
+                          NULL};
+    cr_assert_eq(replay_tool(with), 0);
+    with[5] = "--run";
+    with[6] = "e1";
+    with[7] = NULL;
+    cr_assert_eq(replay_tool(with), 0);
+    const char *without[] = {F.store,      "--mcp",     spec, "--submit",
+                             "ev.get-env", "--payload", "{}", "--new-id",
+                             "e2",         NULL};
+    cr_assert_eq(replay_tool(without), 0);
+    without[3] = "--run";
+    without[4] = "e2";
+    without[5] = NULL;
+    cr_assert_eq(replay_tool(without), 0);
+    char *got = result_text("e1");
+    cr_expect(strstr(got, "value-for-the-server"), "%s", got);
+    free(got);
+    got = result_text("e2");
+    cr_expect(strstr(got, "PATH") && !strstr(got, "PL_TEST_MCP_VALUE"), "%s",
+              got);
+    free(got);
+    unsetenv("PL_TEST_MCP_UNSET");
+    const char *unset[] = {
+        F.store,   "--mcp", spec, "--mcp-env", "ev=PL_TEST_MCP_UNSET",
+        "--check", NULL};
+    cr_expect_eq(replay_tool(unset), 1);
+    const char *other[] = {
+        F.store,   "--mcp", spec, "--mcp-env", "fs=PL_TEST_MCP_VALUE",
+        "--check", NULL};
+    cr_expect_eq(replay_tool(other), 1);
+}
+
 /* What is not the protocol is an error, never a result made of nothing: a
  * tools/call result that is not an object, or content items that are no
  * content items, are ToolBug (they were an empty, successful result); a
