@@ -106,7 +106,8 @@
  * it is in flight applies `in_doubt` (by default PL_IN_DOUBT_FAIL: an
  * "InDoubt" error result, never a second request).  So does a run whose
  * root is such a tool (pl_run_start() of "<name>.<tool>"): its root
- * invocation calls the tool, as a policy would, and returns that call's
+ * invocation calls the tool, as a policy would (as run_command's does),
+ * and returns that call's
  * action_result, which is the run's result; the root's ledger holds the
  * action_call and the result, the callee's (path "0.0" when the run has
  * no seed) the "mcp.tools" and the request, whose key is

@@ -10,6 +10,7 @@
 
 #include "mcp_int.h"
 #include "platform.h"
+#include "root_call.h"
 
 #define MAX_ERROR_TEXT 4096
 #define META_KEY "policyledger/idempotencyKey"
@@ -463,63 +464,17 @@ static int transport_error(pl_steps *out, const pl_mcp *m, const char *tname,
     return st;
 }
 
-/*
- * Whether this invocation is the root of a run of a tool not idempotent
- * that calls the tool (call_from_root()): a run begun so, or not begun.
- * A run recorded as the root's own request (its root ledger the
- * "mcp.tools" of the call, after the seed) is replayed as recorded.
- */
-static int root_calls(bool *calls, pl_ctx *ctx, const pl_action *a,
-                      const tool *t)
-{
-    *calls = !t->idempotent && strcmp(pl_ctx_path(ctx), "0") == 0;
-    if (!*calls || !pl_ctx_replaying(ctx))
-        return PL_OK;
-    pl_steps *l = NULL;
-    int st = pl_run_ledger(&l, pl_ctx_engine(ctx), pl_ctx_run_id(ctx), "0");
-    const pl_step *s = st ? NULL : pl_steps_at(l, pl_steps_count(a->seed));
-    const char *name = s ? pl__mcp_str(pl_step_payload(s), "name") : NULL;
-    if (s && pl_step_type_of(s) == PL_STEP_SIDE_EFFECT && name &&
-        strcmp(name, "mcp.tools") == 0)
-        *calls = false;
-    pl_steps_free(l);
-    return st;
-}
-
-/*
- * The root of a run of a tool not idempotent calls the tool, as a policy
- * would, and its result is the run's: so the action_call is durable
- * before the request, and a crash while it is in flight gets the tool's
- * in-doubt rule (docs/design.md §5), never a second request.  Sent by the
- * root invocation itself, the request would be sent again by every
- * execution after a crash: a root has no caller whose ledger holds its
- * call.
- */
-static int call_from_root(pl_ctx *ctx, const pl_action *a, pl_steps *out)
-{
-    pl_action call = PL_ACTION_INIT;
-    call.policy = pl_ctx_policy(ctx);
-    call.payload = a->payload;
-    pl_step *res = NULL;
-    int st = pl_ctx_call(&res, ctx, &call, NULL, 0);
-    if (st == PL_ERESULT) /* an error result is the run's result */
-        st = PL_OK;
-    if (st) {
-        pl_step_free(res);
-        return st;
-    }
-    return pl_steps_push(out, res);
-}
-
 int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
     tool *t = user;
     pl_mcp *m = t->mcp;
-    bool from_root;
-    int rst = root_calls(&from_root, ctx, a, t);
-    if (rst || from_root)
-        return rst ? rst : call_from_root(ctx, a, out);
+    /* as a run's root, a tool not idempotent calls itself: so a crash in
+     * flight gets its in-doubt rule (root_call.c) */
+    bool called = false;
+    int rst = t->idempotent ? PL_OK : pl__root_call(&called, ctx, a, out);
+    if (rst || called)
+        return rst;
     if (!pl_ctx_replaying(ctx))
         follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
     cJSON *snap = NULL;
