@@ -8,6 +8,7 @@
  *              [--run ID] [--crash-after-steps N] [--answer JSON]
  *              [--token T] [--plugin LIB.so] [--stream]
  *              [--approval-timeout MS] [--mcp NAME=SPEC]
+ *              [--mcp-env NAME=VAR] [--mcp-token-env NAME=VAR]
  *              [--mcp-unchecked]
  *
  * With --approval-timeout, the approval is timed: the run waits (parked in
@@ -23,6 +24,8 @@
  * the script that does (agent/script-mcp.json).  A tool whose inputSchema
  * the validator refuses fails the server, unless --mcp-unchecked
  * registers it without the schema (pl_mcp_options.unchecked_schemas).
+ * --mcp-env and --mcp-token-env give a server variables of this
+ * environment, as ledger-replay's do (tools/mcp_flags.c).
  *
  * The agent's policies come from agent-plugin.so (next to this program),
  * loaded as ledger-replay loads it, configured through AGENT_MODEL and
@@ -41,7 +44,7 @@
 #include <policyledger_llm.h>
 #include <policyledger_mcp.h>
 
-#define MAX_MCP 4
+#include "mcp_flags.h"
 
 #define DEFAULT_QUESTION                                                       \
     "What will maintaining our delivery fleet cost over the next three "       \
@@ -90,6 +93,7 @@ static void usage(FILE *f)
         "                  [--answer JSON] [--token T] [--plugin LIB.so]\n"
         "                  [--stream] [--approval-timeout MS] "
         "[--mcp NAME=SPEC]\n"
+        "                  [--mcp-env NAME=VAR] [--mcp-token-env NAME=VAR]\n"
         "                  [--mcp-unchecked]\n"
         "\n"
         "Researches a question with a model and tools (calculator, read_file,\n"
@@ -136,6 +140,13 @@ static void usage(FILE *f)
         "                   default model: agent/script-mcp.json).  Give the\n"
         "                   same --mcp to every run of a run, and to\n"
         "                   ledger-replay\n"
+        "  --mcp-env NAME=VAR\n"
+        "                   pass the variable VAR of this environment on to\n"
+        "                   the process of --mcp server NAME (a stdio: one;\n"
+        "                   repeatable)\n"
+        "  --mcp-token-env NAME=VAR\n"
+        "                   send VAR's value as the bearer token of --mcp\n"
+        "                   server NAME (an http(s):// one; never recorded)\n"
         "  --mcp-unchecked  a tool of an --mcp server whose inputSchema the\n"
         "                   validator refuses is registered without it (its\n"
         "                   arguments unchecked), not the server refused\n"
@@ -273,21 +284,18 @@ static void report(pl_engine *e, const pl_outcome *o, const char *run_id,
            (unsigned long long)o->calls_served);
 }
 
-/* Register the MCP servers @p spec ("NAME=SPEC" each); their standard
- * error is appended to STORE.mcp.log. */
-static int mount_mcp(pl_mcp **out, pl_registry *reg, const char *const *spec,
-                     size_t n, const char *store, bool unchecked)
+/* Register the MCP servers of @p f; their standard error is appended to
+ * STORE.mcp.log. */
+static int mount_mcp(pl_mcp **out, pl_registry *reg, const mcp_flags *f,
+                     const char *store, bool unchecked)
 {
-    char log[PATH_MAX], name[80];
+    char log[PATH_MAX];
     snprintf(log, sizeof log, "%s.mcp.log", store);
     pl_mcp_options o = PL_MCP_OPTIONS_INIT;
     o.stderr_path = log;
     o.unchecked_schemas = unchecked;
-    for (size_t i = 0; i < n; i++) {
-        const char *eq = strchr(spec[i], '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq - spec[i]), spec[i]);
-        /* (NAME is at most 64 bytes: the argument was checked) */
-        int st = pl_mcp_register(&out[i], reg, name, eq + 1, &o);
+    for (size_t i = 0; i < f->n; i++) {
+        int st = mcp_flags_register(&out[i], reg, f, i, &o);
         if (st)
             return st;
     }
@@ -304,9 +312,8 @@ int main(int argc, char **argv)
     char model_buf[PATH_MAX + 16], data_buf[PATH_MAX], plugin_buf[PATH_MAX];
     demo d = {0, 0};
     bool stream = false, mcp_unchecked = false;
-    const char *mcp_spec[MAX_MCP];
-    size_t n_mcp = 0;
-    bool mcp_fs = false;
+    static mcp_flags mcp_f; /* --mcp, --mcp-env, --mcp-token-env */
+    char why[512];
     unsigned given = 0; /* the flags met, a bit each */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -323,17 +330,24 @@ int main(int argc, char **argv)
             mcp_unchecked = true;
             continue;
         }
-        static const char *const valued[] = {"--store",
-                                             "--model",
-                                             "--data",
-                                             "--question",
-                                             "--run",
-                                             "--answer",
-                                             "--token",
-                                             "--plugin",
-                                             "--mcp",
-                                             "--crash-after-steps",
-                                             "--approval-timeout"};
+        if (mcp_flags_takes(a)) {
+            if (!v) {
+                fprintf(stderr, "agent-demo: %s needs a value (see --help)\n",
+                        a);
+                return 2;
+            }
+            i++;
+            if (mcp_flags_add(&mcp_f, a, v, why, sizeof why)) {
+                fprintf(stderr, "agent-demo: %s\n", why);
+                return 2;
+            }
+            continue;
+        }
+        static const char *const valued[] = {
+            "--store",           "--model",  "--data",
+            "--question",        "--run",    "--answer",
+            "--token",           "--plugin", "--crash-after-steps",
+            "--approval-timeout"};
         size_t k = 0, n = sizeof valued / sizeof valued[0];
         while (k < n && strcmp(a, valued[k]))
             k++;
@@ -341,7 +355,7 @@ int main(int argc, char **argv)
             return bad_usage(a[0] == '-' ? "unknown option"
                                          : "unexpected argument",
                              a);
-        if ((given & 1u << k) && strcmp(a, "--mcp")) { /* --mcp: many */
+        if (given & 1u << k) {
             fprintf(stderr, "agent-demo: %s is given twice\n", a);
             return 2;
         }
@@ -365,19 +379,8 @@ int main(int argc, char **argv)
             answer_text = v;
         else if (!strcmp(a, "--token"))
             token = v;
-        else if (!strcmp(a, "--plugin"))
+        else if (!strcmp(a, "--plugin")) {
             plugin = v;
-        else if (!strcmp(a, "--mcp")) {
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || eq - v > 64 || n_mcp == MAX_MCP) {
-                fprintf(stderr,
-                        "agent-demo: --mcp needs NAME=SPEC (NAME 1..64 "
-                        "bytes; at most %d), not '%s'\n",
-                        MAX_MCP, v);
-                return 2;
-            }
-            mcp_fs = mcp_fs || (eq - v == 2 && !strncmp(v, "fs", 2));
-            mcp_spec[n_mcp++] = v;
         } else if (!strcmp(a, "--crash-after-steps")) {
             if (parse_long(v, &d.crash_after)) {
                 fprintf(stderr,
@@ -399,6 +402,13 @@ int main(int argc, char **argv)
             }
         }
     }
+    if (mcp_flags_check(&mcp_f, why, sizeof why)) {
+        fprintf(stderr, "agent-demo: %s\n", why);
+        return 2;
+    }
+    bool mcp_fs = false; /* a server mounted as "fs" */
+    for (size_t i = 0; i < mcp_f.n; i++)
+        mcp_fs = mcp_fs || !strcmp(mcp_f.v[i].name, "fs");
     if (!*question) {
         fprintf(stderr, "agent-demo: --question needs some text\n");
         return 2;
@@ -446,7 +456,7 @@ int main(int argc, char **argv)
     }
 
     pl_registry *reg = NULL;
-    pl_mcp *mcp[MAX_MCP] = {NULL};
+    pl_mcp *mcp[MCP_FLAGS_MAX] = {NULL};
     pl_engine *e = NULL;
     pl_outcome *o = NULL;
     pl_run_info *info = NULL;
@@ -457,7 +467,7 @@ int main(int argc, char **argv)
     eo.event_user = &d;
     if ((st = pl_registry_new(&reg)) || (st = pl_plugin_load(reg, plugin)))
         goto fail;
-    if ((st = mount_mcp(mcp, reg, mcp_spec, n_mcp, store, mcp_unchecked))) {
+    if ((st = mount_mcp(mcp, reg, &mcp_f, store, mcp_unchecked))) {
         /* a spec or a name that is none, or a tool's schema refused
          * without --mcp-unchecked: usage */
         if (st == PL_EINVAL)
@@ -558,7 +568,7 @@ done:
     cJSON_Delete(payload);
     cJSON_Delete(answer);
     pl_engine_close(e);
-    for (size_t i = 0; i < n_mcp; i++)
+    for (size_t i = 0; i < mcp_f.n; i++)
         pl_mcp_close(mcp[i]);
     pl_registry_free(reg);
     return rc;

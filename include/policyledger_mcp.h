@@ -104,7 +104,19 @@
  * ignore_hints).  Every other tool is registered not idempotent: its
  * action_call is durable before the request is sent, and a crash while
  * it is in flight applies `in_doubt` (by default PL_IN_DOUBT_FAIL: an
- * "InDoubt" error result, never a second request).
+ * "InDoubt" error result, never a second request).  So does a run whose
+ * root is such a tool (pl_run_start() of "<name>.<tool>"): its root
+ * invocation calls the tool, as a policy would (as run_command's does),
+ * and returns that call's
+ * action_result, which is the run's result; the root's ledger holds the
+ * action_call and the result, the callee's (path "0.0" when the run has
+ * no seed) the "mcp.tools" and the request, whose key is
+ * "<run id>/0:0".  Killed in flight, the run is continued into an
+ * InDoubt result (or asks, or sends again, as `in_doubt` says), never
+ * into a second request.  (A run recorded before this rule, its root
+ * having sent the request itself, replays as it was recorded.)  An
+ * idempotent tool as a root sends its request itself, with the key
+ * "<run id>/0".
  *
  * The tool list.  Each call records, before its request, the side effect
  * "mcp.tools" {"server": name, "protocol": version, "tools": count,

@@ -82,6 +82,14 @@ one_line 2 "--answer is given twice" "$ad" --store a.db --answer '{}' \
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db --mcp fs
 one_line 2 "--mcp needs NAME=SPEC" "$ad" --store a.db \
   --mcp "$(printf 'n%.0s' $(seq 70))=stdio:true"
+# --mcp-env and --mcp-token-env (tools/mcp_flags.c, as ledger-replay's)
+one_line 2 "--mcp-env needs NAME=VAR" "$ad" --store a.db --mcp-env PATH
+one_line 2 "no --mcp NAME=SPEC names that server" "$ad" --store a.db \
+  --mcp-env fs=PATH
+one_line 2 "PL_UNSET_FOR_THE_TEST is not set" "$ad" --store a.db \
+  --mcp fs=stdio:true --mcp-env fs=PL_UNSET_FOR_THE_TEST
+one_line 2 "is not an http(s):// endpoint" "$ad" --store a.db \
+  --mcp fs=stdio:true --mcp-token-env fs=PATH
 # past its options the demo loads its plugin, whose tools need libcurl: a
 # build without it says so, in one line
 if [ "$curl" = curl ]; then

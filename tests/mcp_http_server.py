@@ -24,7 +24,10 @@ tools/call, notification, DELETE gets R[n] instead (past the end, or null,
 the normal answer; a notification takes only "status" and "expire", a
 DELETE only "status": e.g. 405, a server that lets no client end its
 sessions, which then go on).  Once a session was
-given, a request with none is answered 400.  R is an object:
+given, a request with none is answered 400.  With "require_token": true
+in the script, a POST without "Authorization: Bearer $PL_TEST_MCP_TOKEN"
+is answered 401, as a server that wants its token does (and logged all
+the same).  R is an object:
     "status": N, "reason": TEXT     the status line (default 200 OK)
     "headers": [[NAME, VALUE]...]   more headers, sent as they are (a VALUE
                                     may hold CR, LF or NUL)
@@ -193,6 +196,11 @@ def handle(conn, script, log_path, token):
             "auth_ok": auth == "Bearer %s" % token if token else False,
             "accept_encoding": h.get("accept-encoding"),
             "protocol_version": h.get("mcp-protocol-version")}) + "\n")
+    if script.get("require_token") and auth != "Bearer %s" % token:
+        respond(conn, 401, [("WWW-Authenticate", "Bearer"),
+                            ("Content-Type", "application/json")],
+                b'{"error": "invalid_token"}', "Unauthorized")
+        return
     if sid is not None and not known and method != "initialize":
         err = {"jsonrpc": "2.0", "id": None,
                "error": {"code": -32001, "message": "Session not found"}}

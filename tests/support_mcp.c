@@ -335,3 +335,26 @@ int requests(const scripted *s, const char *method)
 {
     return requests_in(s, method, NULL);
 }
+
+int replay_tool(const char *const *args)
+{
+    const char *argv[24] = {PL_TEST_BIN_DIR "/tools/ledger-replay"};
+    size_t n = 1;
+    for (; args[n - 1] && n < 23; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}

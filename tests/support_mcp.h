@@ -64,6 +64,9 @@ void expect_error(const cJSON *r, const char *code, const char *part);
 int count_lines(const char *path, const char *a, const char *b);
 /* Wait until a line of @p path contains both @p a and @p b. */
 void wait_for(const char *path, const char *a, const char *b);
+/* Run ledger-replay with @p args (NULL-terminated, at most 22; its
+ * standard output to /dev/null): its exit status. */
+int replay_tool(const char *const *args);
 /* Write @p text to the file @p name in @p dir. */
 void write_file(const char *dir, const char *name, const char *text);
 

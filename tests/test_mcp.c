@@ -371,6 +371,187 @@ Test(mcp, a_check_of_a_tool_run_killed_in_flight_sends_nothing)
                  "the check sent the call");
 }
 
+/* A run whose root is the tool itself keeps the rule of a call from a
+ * policy: killed while its call of a tool not idempotent was in flight
+ * (server-everything's long operation, its read-only hint ignored, behind
+ * the tap that logs what the server is sent), the continued run ends with an InDoubt error result
+ * and the server is never sent the call again; a check of it sends
+ * nothing either. */
+Test(mcp, a_tool_run_killed_in_flight_is_in_doubt_never_sent_again)
+{
+    need(EVERYTHING);
+    char log[4300], spec[9000];
+    snprintf(log, sizeof log, "%s/calls", F.dir);
+    snprintf(spec, sizeof spec, "stdio:sh " TAP " %s node " EVERYTHING " stdio",
+             log);
+    pl_mcp_options o = quiet();
+    o.ignore_hints = true; /* it says readOnlyHint: as a tool that acts */
+    const char *tool = "x.trigger-long-running-operation";
+    run_as_and_kill(spec, &o, tool, "{\"duration\": 60, \"steps\": 60}", log,
+                    "tools/call", "long-running");
+    cr_assert_eq(open_reg("x", spec, &o), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_registry_find(F.reg, tool)->idempotent, false);
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_outcome *r = NULL;
+    cr_assert_eq(pl_run_continue(&r, F.engine, "c", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
+    expect_error(pl_outcome_result(r), PL_ERR_IN_DOUBT, "in flight");
+    cr_expect_eq(r->calls_executed, 0);
+    pl_outcome_free(r);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    cr_expect_eq(pl_run_continue(&r, F.engine, "c", &ro), PL_OK, "%s",
+                 pl_errmsg());
+    pl_outcome_free(r);
+    close_all();
+    cr_expect_eq(count_lines(log, "tools/call", "long-running"), 1,
+                 "the call in flight was sent again");
+}
+
+/* Its rule is the tool's: PL_IN_DOUBT_SUSPEND asks, as for a call from a
+ * policy; "rerun" sends the call again (with the same key), "fail" or a
+ * result does not; and a rerun itself killed in flight asks again. */
+Test(mcp, a_tool_run_killed_in_flight_asks_when_its_rule_says_so)
+{
+    char log[4300], spec[9000], hold[4300];
+    held_fake(log, spec);
+    snprintf(hold, sizeof hold, "%s/hold", F.dir);
+    pl_mcp_options o = quiet();
+    o.in_doubt = PL_IN_DOUBT_SUSPEND;
+    run_as_and_kill(spec, &o, "x.slow", "{}", log, "tools/call", "slow");
+    cr_assert_eq(open_reg("x", spec, &o), PL_OK, "%s", pl_errmsg());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_outcome *r = NULL;
+    cr_assert_eq(pl_run_continue(&r, F.engine, "c", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(r->status, PL_RUN_SUSPENDED, "%s", r->reason ? r->reason : "");
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->prompt,
+                                                            "in_doubt")));
+    cr_expect_str_eq(s_of(r->prompt, "policy"), "x.slow");
+    char token[256];
+    snprintf(token, sizeof token, "%s", r->resume_token);
+    pl_outcome_free(r);
+    cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 1, "sent again");
+    /* rerun, with the server still holding its answer: killed again */
+    close_all();
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        in_child = true;
+        pl_engine *e = NULL;
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.durability = PL_DURABILITY_PROCESS;
+        if (open_reg("x", spec, &o) || pl_engine_open(&e, F.store, F.reg, &eo))
+            _exit(11);
+        cJSON *ans = cJSON_Parse("{\"decision\": \"rerun\"}");
+        pl_run_resume(&r, e, "c", token, ans);
+        _exit(3);
+    }
+    wait_for(log, "tools/call", "\"slow\"");
+    for (int i = 0; i < 6000 && count_lines(log, "tools/call", "\"slow\"") < 2;
+         i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_eq(count_lines(log, "tools/call", "\"slow\""), 2,
+                 "the rerun was not sent");
+    kill(pid, SIGKILL);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    cr_assert(WIFSIGNALED(status));
+    cr_assert_eq(unlink(hold), 0);
+    cr_assert_eq(open_reg("x", spec, &o), PL_OK, "%s", pl_errmsg());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    cr_assert_eq(pl_run_continue(&r, F.engine, "c", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(r->status, PL_RUN_SUSPENDED, "%s", r->reason ? r->reason : "");
+    snprintf(token, sizeof token, "%s", r->resume_token);
+    pl_outcome_free(r);
+    cJSON *ans = cJSON_Parse("{\"decision\": \"result\", \"result\": "
+                             "{\"content\": [{\"type\": \"text\", "
+                             "\"text\": \"it ran\"}]}}");
+    cr_assert_eq(pl_run_resume(&r, F.engine, "c", token, ans), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(ans);
+    cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
+    cr_expect_str_eq(first_text(pl_outcome_result(r)), "it ran");
+    pl_outcome_free(r);
+    close_all();
+    cr_expect_eq(count_lines(log, "tools/call", "\"slow\""), 2);
+}
+
+/* The text of run @p id's result, from the store F.store (caller frees). */
+static char *result_text(const char *id)
+{
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_steps *steps = NULL;
+    cr_assert_eq(pl_run_ledger(&steps, F.engine, id, "0"), PL_OK, "%s",
+                 pl_errmsg());
+    const pl_step *last = pl_steps_at(steps, pl_steps_count(steps) - 1);
+    char *text = t_text(pl_step_payload(last));
+    pl_steps_free(steps);
+    close_all();
+    return text;
+}
+
+/* ledger-replay --mcp-env NAME=VAR: the process of server-everything gets
+ * the variable (its get-env tool lists what it got), and without the
+ * flag it does not; a variable that is not set, or the flag for a server
+ * no --mcp names, is a usage error. */
+Test(mcp, ledger_replay_passes_the_variables_its_flags_name)
+{
+    need(EVERYTHING);
+    t_lmdb_only("ledger-replay opens the store by its path");
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    setenv("PL_TEST_MCP_VALUE", "value-for-the-server", 1);
+    const char *spec = "ev=stdio:node " EVERYTHING " stdio";
+    const char *with[] = {F.store,
+                          "--mcp",
+                          spec,
+                          "--mcp-env",
+                          "ev=PL_TEST_MCP_VALUE",
+                          "--submit",
+                          "ev.get-env",
+                          "--payload",
+                          "{}",
+                          "--new-id",
+                          "e1",
+                          NULL};
+    cr_assert_eq(replay_tool(with), 0);
+    with[5] = "--run";
+    with[6] = "e1";
+    with[7] = NULL;
+    cr_assert_eq(replay_tool(with), 0);
+    const char *without[] = {F.store,      "--mcp",     spec, "--submit",
+                             "ev.get-env", "--payload", "{}", "--new-id",
+                             "e2",         NULL};
+    cr_assert_eq(replay_tool(without), 0);
+    without[3] = "--run";
+    without[4] = "e2";
+    without[5] = NULL;
+    cr_assert_eq(replay_tool(without), 0);
+    char *got = result_text("e1");
+    cr_expect(strstr(got, "value-for-the-server"), "%s", got);
+    free(got);
+    got = result_text("e2");
+    cr_expect(strstr(got, "PATH") && !strstr(got, "PL_TEST_MCP_VALUE"), "%s",
+              got);
+    free(got);
+    unsetenv("PL_TEST_MCP_UNSET");
+    const char *unset[] = {
+        F.store,   "--mcp", spec, "--mcp-env", "ev=PL_TEST_MCP_UNSET",
+        "--check", NULL};
+    cr_expect_eq(replay_tool(unset), 1);
+    const char *other[] = {
+        F.store,   "--mcp", spec, "--mcp-env", "fs=PL_TEST_MCP_VALUE",
+        "--check", NULL};
+    cr_expect_eq(replay_tool(other), 1);
+}
+
 /* What is not the protocol is an error, never a result made of nothing: a
  * tools/call result that is not an object, or content items that are no
  * content items, are ToolBug (they were an empty, successful result); a

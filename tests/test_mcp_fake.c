@@ -801,30 +801,6 @@ Test(mcp, an_http_endpoint_that_is_not_there_fails_registration)
 /* ledger-replay --mcp                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Run ledger-replay with @p args; its exit status. */
-static int replay_tool(const char *const *args)
-{
-    const char *argv[16] = {PL_TEST_BIN_DIR "/tools/ledger-replay"};
-    size_t n = 1;
-    for (; args[n - 1] && n < 15; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout))
-            _exit(126);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    cr_assert(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
 Test(mcp, ledger_replay_checks_a_run_of_mcp_tools_without_calling_them)
 {
     t_lmdb_only("ledger-replay opens the store by its path");

@@ -575,3 +575,80 @@ Test(mcp_http, an_answer_with_a_lone_surrogate_is_read, .fini = teardown_http)
     cr_expect_str_eq(first_text(at(got, 1)), "\ufffd low");
     cJSON_Delete(got);
 }
+
+/* ledger-replay --mcp-token-env NAME=VAR: a server that wants its bearer
+ * token (401 without it) is given VAR's value, at every request of every
+ * command, and the store never holds it; without the flag the server
+ * cannot be registered (exit 2).  A flag that names no --mcp server, a
+ * variable that is not set or no variable's name, a stdio-only flag for
+ * an HTTP server, or the flag twice: a usage error (exit 1), before the
+ * server or the store is touched. */
+Test(mcp_http, ledger_replay_sends_the_token_its_flag_names,
+     .fini = teardown_http)
+{
+    t_lmdb_only("ledger-replay opens the store by its path");
+    scripted *s = start_scripted(0, "127.0.0.1", "{\"require_token\": true}");
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    char spec[200];
+    snprintf(spec, sizeof spec, "h=%s", s->url);
+    const char *tok = "h=PL_TEST_MCP_TOKEN";
+    const char *submit[] = {F.store,           "--mcp",     spec,
+                            "--mcp-token-env", tok,         "--submit",
+                            "h.echo",          "--payload", "{\"x\": 7}",
+                            "--new-id",        "t1",        NULL};
+    cr_assert_eq(replay_tool(submit), 0);
+    const char *run_it[] = {F.store, "--mcp", spec, "--mcp-token-env",
+                            tok,     "--run", "t1", NULL};
+    cr_assert_eq(replay_tool(run_it), 0);
+    cr_expect_eq(requests(s, "tools/call"), 1);
+    cJSON *l = log_of(s);
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, l)
+    {
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "auth_ok")),
+                  "%s", t_text(e));
+        n++;
+    }
+    cJSON_Delete(l);
+    cr_expect_geq(n, 6); /* two initialize, tools/list, the call, ... */
+    /* the run's result is the echo, and nothing of the token is stored */
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    pl_steps *steps = NULL;
+    cr_assert_eq(pl_run_ledger(&steps, F.engine, "t1", "0"), PL_OK, "%s",
+                 pl_errmsg());
+    const pl_step *last = pl_steps_at(steps, pl_steps_count(steps) - 1);
+    cr_expect(strstr(first_text(pl_step_payload(last)), "7"), "%s",
+              t_text(pl_step_payload(last)));
+    pl_steps_free(steps);
+    pl_engine_close(F.engine);
+    F.engine = NULL;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "grep -rqa '%s' '%s'", TOKEN, F.store);
+    cr_expect_neq(system(cmd), 0, "the token is in the store");
+    /* without it, the server refuses the registration */
+    const char *none[] = {F.store, "--mcp", spec, "--check", NULL};
+    cr_expect_eq(replay_tool(none), 2);
+    int before = requests(s, "initialize");
+    const char *const bad[][12] = {
+        {F.store, "--mcp", spec, "--mcp-token-env", "g=PL_TEST_MCP_TOKEN",
+         "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", "h=PL_TEST_NOT_SET",
+         "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", "h=1X", "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", "h=", "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", "PL_TEST_MCP_TOKEN",
+         "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", tok, "--mcp-token-env", tok,
+         "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-env", "h=PL_TEST_MCP_TOKEN", "--check",
+         NULL},
+        {F.store, "--mcp", spec, "--mcp", spec, "--check", NULL},
+        {F.store, "--mcp", spec, "--mcp-token-env", NULL},
+    };
+    unsetenv("PL_TEST_NOT_SET");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_eq(replay_tool(bad[i]), 1, "case %zu", i);
+    cr_expect_eq(requests(s, "initialize"), before, "a bad flag reached it");
+}

@@ -581,18 +581,21 @@ Test(run_command, each_stream_keeps_at_most_the_cap_as_text, .fini = close_all)
     pl_outcome_free(r);
 }
 
-/* In a forked child: run a command that notes it ran and then waits; the
- * parent kills the child (the engine) while it runs. */
-Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
-     .fini = close_all)
+/* In a forked child: run @p root with a command that notes it ran and
+ * then waits ("use" calls run_command; run_command is the run's root
+ * itself); the parent kills the child (the engine) while it runs, and
+ * continues the run: an InDoubt result, the command never run again. */
+static void crash_while_it_runs(const char *root)
 {
     pl_tools_options o = options();
     open_with(&o);
-    char marker[8400], args[9000];
+    char marker[8400];
     snprintf(marker, sizeof marker, "%s/ran", F.dir);
-    snprintf(args, sizeof args,
-             "{\"args\": {\"argv\": [\"sh\", \"-c\", \"echo $$ >> ran; exec "
-             "sleep 600\"]}}");
+    const char *command = "{\"argv\": [\"sh\", \"-c\", \"echo $$ >> ran; "
+                          "exec sleep 600\"]}";
+    char args[9000];
+    snprintf(args, sizeof args, strcmp(root, "use") ? "%s" : "{\"args\": %s}",
+             command);
     pl_engine_close(F.engine);
     F.engine = NULL;
     fflush(NULL);
@@ -605,7 +608,7 @@ Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
         if (pl_engine_open(&e, F.store, F.reg, &eo))
             _exit(11);
         cJSON *p = cJSON_Parse(args);
-        pl_action a = {PL_ACTION_VERSION, "use", p, NULL, 0, NULL};
+        pl_action a = {PL_ACTION_VERSION, root, p, NULL, 0, NULL};
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "c";
         pl_outcome *out = NULL;
@@ -636,7 +639,8 @@ Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
     cr_assert_eq(pl_run_continue(&r, F.engine, "c", NULL), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(r->status, PL_RUN_COMPLETED, "%s", r->reason ? r->reason : "");
-    cr_expect_str_eq(str(got(r), "code"), PL_ERR_IN_DOUBT);
+    const cJSON *res = strcmp(root, "use") ? pl_outcome_result(r) : got(r);
+    cr_expect_str_eq(str(res, "code"), PL_ERR_IN_DOUBT);
     cr_expect_eq(r->calls_executed, 0, "the command ran again");
     FILE *f = fopen(marker, "r");
     cr_assert_not_null(f);
@@ -647,6 +651,20 @@ Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
     fclose(f);
     cr_expect_eq(lines, 1, "the command ran %d times", lines);
     pl_outcome_free(r);
+}
+
+Test(run_command, a_crash_while_it_runs_is_in_doubt_never_a_rerun,
+     .fini = close_all)
+{
+    crash_while_it_runs("use");
+}
+
+/* A run whose root is run_command keeps the same rule: a root has no
+ * caller whose ledger holds its call, so it calls the tool itself. */
+Test(run_command, a_crash_of_a_run_of_the_command_itself_is_in_doubt_too,
+     .fini = close_all)
+{
+    crash_while_it_runs("run_command");
 }
 
 Test(run_command, options_are_checked, .fini = close_all)

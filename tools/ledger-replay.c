@@ -207,6 +207,16 @@ static void usage(FILE *f)
         "                        (SPEC \"stdio:COMMAND ARG...\" or an "
         "http(s):// URL;\n"
         "                        repeatable; may stand for --plugin)\n"
+        "  --mcp-env NAME=VAR    pass the variable VAR of this environment "
+        "on to the\n"
+        "                        process of --mcp server NAME (a stdio: "
+        "one; repeatable)\n"
+        "  --mcp-token-env NAME=VAR\n"
+        "                        send VAR's value as the bearer token of "
+        "--mcp server\n"
+        "                        NAME (an http(s):// one; read at each "
+        "request, never\n"
+        "                        recorded)\n"
         "  --mcp-unchecked       a tool of an --mcp server whose inputSchema "
         "the\n"
         "                        validator refuses is registered without it "
@@ -414,6 +424,9 @@ static int set_mode(options *o, enum mode m, const char *flag)
 /* Parse argv into @p o; 0, or an exit status (-1 for --help: exit 0). */
 static int parse_args(options *o, int argc, char **argv)
 {
+    /* its messages quote a user's string as every message of ours does */
+    _Static_assert(CLI_QUOTE_MAX <= MCP_FLAGS_QUOTE_MAX, "cli_quote()'s room");
+    o->mcp.quote = cli_quote;
     bool check = false, run_flag = false;
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
@@ -497,10 +510,23 @@ static int parse_args(options *o, int argc, char **argv)
                 return EXIT_USAGE;
             continue;
         }
+        if (mcp_flags_takes(a)) {
+            char why[512];
+            if (!v) {
+                cli_error("%s needs a value", a);
+                return EXIT_USAGE;
+            }
+            i++;
+            if (mcp_flags_add(&o->mcp, a, v, why, sizeof why)) {
+                cli_error("%s", why);
+                return EXIT_USAGE;
+            }
+            continue;
+        }
         static const char *const valued[] = {
-            "--plugin", "--run",    "--resume", "--answer", "--token", "--fork",
-            "--at",     "--new-id", "--import", "--trace",  "--otel",  "--mcp",
-            "--signal", "--cancel", "--name",   "--reason"};
+            "--plugin", "--run",    "--resume", "--answer", "--token",
+            "--fork",   "--at",     "--new-id", "--import", "--trace",
+            "--otel",   "--signal", "--cancel", "--name",   "--reason"};
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             known = known || !strcmp(a, valued[k]);
@@ -513,20 +539,18 @@ static int parse_args(options *o, int argc, char **argv)
             return EXIT_USAGE;
         }
         i++;
-        bool many = !strcmp(a, "--plugin") || !strcmp(a, "--mcp");
+        bool many = !strcmp(a, "--plugin");
         if (!many && !cli_once(&seen, a, NULL))
             return EXIT_USAGE;
         if (many) {
-            bool plugin = !strcmp(a, "--plugin");
-            const char ***list = plugin ? &o->plugins : &o->mcp;
-            size_t *n = plugin ? &o->n_plugins : &o->n_mcp;
-            const char **grown = realloc(*list, (*n + 1) * sizeof *grown);
+            const char **grown = realloc(o->plugins,
+                                         (o->n_plugins + 1) * sizeof *grown);
             if (!grown) {
                 cli_error("out of memory");
                 return EXIT_USAGE;
             }
-            *list = grown;
-            grown[(*n)++] = v;
+            o->plugins = grown;
+            grown[o->n_plugins++] = v;
         } else if (!strcmp(a, "--run")) {
             run_flag = true;
             o->run = v;
@@ -585,11 +609,16 @@ static int parse_args(options *o, int argc, char **argv)
                   "--payload JSON");
         return EXIT_USAGE;
     }
-    if (o->mcp_unchecked && !o->n_mcp) {
+    if (o->mcp_unchecked && !o->mcp.n) {
         cli_error("--mcp-unchecked goes with --mcp NAME=SPEC");
         return EXIT_USAGE;
     }
-    if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT && !sched &&
+    char why[512];
+    if (mcp_flags_check(&o->mcp, why, sizeof why)) {
+        cli_error("%s", why);
+        return EXIT_USAGE;
+    }
+    if (!o->n_plugins && !o->mcp.n && o->mode != MODE_IMPORT && !sched &&
         o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
@@ -694,7 +723,6 @@ int main(int argc, char **argv)
         if (rc > 0)
             rc = print_document(&t, rc, NULL);
         free(t.opt.plugins);
-        free(t.opt.mcp);
         return rc < 0 ? 0 : rc;
     }
     if (t.opt.json) {
@@ -713,23 +741,14 @@ int main(int argc, char **argv)
             cli_error("cannot load plugin: %s (%s)", pl_errmsg(),
                       pl_status_name(st));
     }
-    if (!st && t.opt.n_mcp && !(mcps = calloc(t.opt.n_mcp, sizeof *mcps)))
+    if (!st && t.opt.mcp.n && !(mcps = calloc(t.opt.mcp.n, sizeof *mcps)))
         st = PL_ENOMEM;
     t.mcps = mcps;
-    for (size_t i = 0; !st && i < t.opt.n_mcp; i++) {
-        const char *eq = strchr(t.opt.mcp[i], '=');
-        char name[80];
-        if (!eq || eq == t.opt.mcp[i] ||
-            (size_t)(eq - t.opt.mcp[i]) >= sizeof name) {
-            cli_error("--mcp %s: expected NAME=SPEC", QUOTE(t.opt.mcp[i]));
-            rc = EXIT_USAGE;
-            goto done;
-        }
-        snprintf(name, sizeof name, "%.*s", (int)(eq - t.opt.mcp[i]),
-                 t.opt.mcp[i]);
+    for (size_t i = 0; !st && i < t.opt.mcp.n; i++) {
+        const char *name = t.opt.mcp.v[i].name;
         pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
         mo.unchecked_schemas = t.opt.mcp_unchecked;
-        st = pl_mcp_register(&mcps[i], t.reg, name, eq + 1, &mo);
+        st = mcp_flags_register(&mcps[i], t.reg, &t.opt.mcp, i, &mo);
         if (st)
             cli_error("cannot register the MCP server %s: %s (%s)%s",
                       QUOTE(name), pl_errmsg(), pl_status_name(st),
@@ -833,11 +852,10 @@ done:
     if (t.import_in)
         fclose(t.import_in);
     pl_engine_close(t.engine);
-    for (size_t i = 0; mcps && i < t.opt.n_mcp; i++)
+    for (size_t i = 0; mcps && i < t.opt.mcp.n; i++)
         pl_mcp_close(mcps[i]);
     free(mcps);
     pl_registry_free(t.reg);
     free(t.opt.plugins);
-    free(t.opt.mcp);
     return rc;
 }

@@ -16,6 +16,7 @@
 
 #include <policyledger_mcp.h>
 
+#include "mcp_flags.h"
 #include "runview.h"
 
 #define EXIT_USAGE CLI_EXIT_USAGE
@@ -49,8 +50,7 @@ typedef struct options {
     const char *store;
     const char **plugins;
     size_t n_plugins;
-    const char **mcp; /* --mcp NAME=SPEC */
-    size_t n_mcp;
+    mcp_flags mcp;      /* --mcp NAME=SPEC, --mcp-env, --mcp-token-env */
     bool mcp_unchecked; /* --mcp-unchecked: pl_mcp_options.unchecked_schemas */
     enum mode mode;
     const char *run;    /* --run, --resume, --fork */
@@ -167,7 +167,7 @@ typedef struct tool {
     options opt;
     pl_registry *reg;
     pl_engine *engine;
-    pl_mcp **mcps; /* --mcp's servers, t.opt.n_mcp of them */
+    pl_mcp **mcps; /* --mcp's servers, t.opt.mcp.n of them */
     watch w;
     cJSON *runs;    /* --json: one summary per run */
     cJSON *skipped; /* --json: runs --all left alone */

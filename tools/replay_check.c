@@ -102,7 +102,7 @@ static void mcp_tools(tool *t, const char *id, const char *code,
     *was = f.found;
     char policy[PL_MAX_NAME + 1];
     mcp_policy(policy, sizeof policy, now);
-    for (size_t i = 0; !*is && t->mcps && i < t->opt.n_mcp; i++)
+    for (size_t i = 0; !*is && t->mcps && i < t->opt.mcp.n; i++)
         *is = cJSON_Duplicate(pl_mcp_tool(t->mcps[i], policy), 1);
 }
 

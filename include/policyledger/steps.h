@@ -279,7 +279,11 @@ typedef struct pl_policy_def {
      * true (default): re-running the policy after a crash is harmless, so its
      * call is made durable together with its result.  false: its
      * `action_call` is made durable before it runs, and after a crash inside
-     * it, @ref in_doubt decides.
+     * it, @ref in_doubt decides.  That is a call's: a policy run as a
+     * run's root has no `action_call`, and an execution after a crash
+     * runs it again whole; a root that must not run twice calls the
+     * policy (run_command and the MCP tools, run as a root, call
+     * themselves so).
      */
     bool idempotent;
     pl_in_doubt in_doubt;     /**< used when !idempotent */

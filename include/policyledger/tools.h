@@ -253,7 +253,9 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  * not (command_idempotent false by default): its action_call is durable
  * before the program starts, and a crash while it runs gives its call the
  * in-doubt rule (command_in_doubt, by default PL_IN_DOUBT_FAIL: an
- * "InDoubt" error result), never a second run.  Results are recorded like
+ * "InDoubt" error result), never a second run.  Run as a run's root, it
+ * calls itself, so that the same holds (the root's ledger holds the call
+ * and its action_result, the run's result).  Results are recorded like
  * any call's: replay serves them and does not run the tool.
  */
 

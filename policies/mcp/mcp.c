@@ -449,6 +449,7 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
         d.idempotent = ro ||
                        listed(m->tools[i].name, o->idempotent, o->n_idempotent);
         d.in_doubt = o->in_doubt;
+        m->tools[i].idempotent = d.idempotent;
         const char *code = cJSON_GetStringValue(cJSON_GetArrayItem(m->codes,
                                                                    (int)i));
         snprintf(m->tools[i].code, sizeof m->tools[i].code, "%s",

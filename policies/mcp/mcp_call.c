@@ -10,6 +10,7 @@
 
 #include "mcp_int.h"
 #include "platform.h"
+#include "root_call.h"
 
 #define MAX_ERROR_TEXT 4096
 #define META_KEY "policyledger/idempotencyKey"
@@ -468,6 +469,12 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
 {
     tool *t = user;
     pl_mcp *m = t->mcp;
+    /* as a run's root, a tool not idempotent calls itself: so a crash in
+     * flight gets its in-doubt rule (root_call.c) */
+    bool called = false;
+    int rst = t->idempotent ? PL_OK : pl__root_call(&called, ctx, a, out);
+    if (rst || called)
+        return rst;
     if (!pl_ctx_replaying(ctx))
         follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
     cJSON *snap = NULL;
@@ -492,8 +499,9 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (sst)
         return sst;
     if (pl_ctx_replaying(ctx)) {
-        /* this policy itself is replayed (a run whose root is the tool, a
-         * check replay): its recorded result is served, never asked for */
+        /* this policy itself is replayed (a run whose root is the tool
+         * and sent its request, a check replay): its recorded result is
+         * served, never asked for */
         bool found = false;
         if ((sst = add_recorded(&found, out, ctx)) || found)
             return sst;

@@ -31,6 +31,8 @@ typedef struct tool {
     unsigned long code_gen;      /* the list code_cur was found in */
     const char *code_cur;        /* its code identity in that list, or NULL
                                     when it lists the tool no more */
+    bool idempotent;             /* as registered (mcp_call.c: a run's
+                                    root) */
 } tool;
 
 /* A run, and the fingerprint of the tool list last recorded in it. */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "platform.h"
+#include "root_call.h"
 #include "tools.h"
 
 #define MAX_ARGS 256
@@ -410,6 +411,13 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                          void *user)
 {
     const pl_tools *t = user;
+    /* as a run's root, a command not idempotent is called by the root: so
+     * a crash while it runs gets its in-doubt rule (root_call.c) */
+    bool called = false;
+    int rst = t->command_idempotent ? PL_OK
+                                    : pl__root_call(&called, ctx, action, out);
+    if (rst || called)
+        return rst;
     const cJSON *args = NULL;
     const char *cwd = NULL, *input = NULL;
     int64_t want_ms = 0;
