@@ -385,7 +385,7 @@ Test(chain, events_sent_to_a_continued_run_reach_its_successor)
 /* Continued links are final, and pruned as such (guide: Long-lived runs):
  * an event or a cancellation sent to the chain by the id its senders know
  * still reaches the link that goes on past deleted ones while their
- * tombstones last; a link deleted that had ended otherwise, or whose
+ * tombstones last; a run deleted that had ended otherwise, or whose
  * tombstone is gone, is not found. */
 Test(chain, events_reach_the_successor_past_deleted_links)
 {
@@ -428,6 +428,39 @@ Test(chain, events_reach_the_successor_past_deleted_links)
     cr_assert_eq(pl_run_signal(NULL, e, "done", "ping", ev), PL_ENOTFOUND);
     cr_assert(strstr(pl_errmsg(), "done"), "%s", pl_errmsg());
     cr_assert_eq(pl_run_signal(NULL, e, "done~1", "ping", ev), PL_ENOTFOUND);
+    cJSON_Delete(ev);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A chain whose last link ended and was then deleted (a prune of the
+ * completed runs keeps the continued ones) has ended: an event or a
+ * cancellation sent to a link still stored is refused with PL_ESTATE, as
+ * before the delete, naming the link and when it was deleted; it was
+ * PL_ENOTFOUND, "no run 'end~1'", for a run that is there. */
+Test(chain, a_chain_whose_last_link_was_deleted_has_ended)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    pl_outcome *o = t_start(e, "looper", "{\"left\": 1}", "end");
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_continue(&o, e, "end~1", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_delete(e, "end~1"), PL_OK, "%s", pl_errmsg());
+    cJSON *ev = t_json("{}");
+    for (int cancel = 0; cancel < 2; cancel++) {
+        int st = cancel ? pl_run_cancel(e, "end", "stop")
+                        : pl_run_signal(&o, e, "end", "ping", ev);
+        cr_assert_eq(st, PL_ESTATE, "%s: %s", pl_status_name(st), pl_errmsg());
+        cr_assert(strstr(pl_errmsg(), "'end~1'") &&
+                      strstr(pl_errmsg(), "completed") &&
+                      strstr(pl_errmsg(), "deleted on"),
+                  "%s", pl_errmsg());
+    }
+    cr_assert_null(o);
+    cr_assert_eq(status_of(e, "end"), PL_RUN_CONTINUED, "left as it was");
     cJSON_Delete(ev);
     pl_engine_close(e);
     pl_registry_free(reg);

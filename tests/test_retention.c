@@ -215,6 +215,28 @@ Test(retention, tombstones_expire)
     pl_registry_free(reg);
 }
 
+/* A tombstone_ms too large to add to a clock in microseconds keeps the id
+ * for good (near INT64_MAX / 1000 the expiry overflowed, before the
+ * delete, and the id was free at once). */
+Test(retention, a_huge_tombstone_ms_keeps_the_id)
+{
+    pl_registry *reg = t_registry();
+    const uint64_t huge[] = {INT64_MAX / 2000, INT64_MAX / 1000 - 1,
+                             INT64_MAX / 1000, UINT64_MAX};
+    for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+        pl_engine *e = open_with(t_store_path(), reg, huge[i], 0);
+        char id[32];
+        snprintf(id, sizeof id, "kept-%zu", i);
+        done(t_start(e, "echo", "{}", id), PL_RUN_COMPLETED);
+        cr_assert_eq(pl_run_delete(e, id), PL_OK, "%s", pl_errmsg());
+        pl_outcome *o = NULL;
+        cr_assert_eq(start_as(&o, e, "echo", id, PL_IF_EXISTS_FAIL), PL_EEXIST,
+                     "%zu: the id is kept: %s", i, pl_errmsg());
+        pl_engine_close(e);
+    }
+    pl_registry_free(reg);
+}
+
 /* ---- pruning --------------------------------------------------------------- */
 
 typedef struct seen {

@@ -794,10 +794,13 @@ bool cli_say_deleted(pl_engine *e, const char *id)
     cli_time_iso(exp, sizeof exp, t.expires_us, false);
     if (t.has_head)
         cli_hex(head, t.head, PL_HASH_LEN);
+    /* past its time (a prune removes it): the id is a new run's */
+    bool gone = t.expires_us <= cli_now_us();
     cli_error("run %s was deleted on %s: it was %s (policy %s, head %s); "
-              "its tombstone keeps the id until %s",
+              "its tombstone %s the id until %s%s",
               QUOTE(id), del, pl_run_status_name(t.status), t.policy, head,
-              exp);
+              gone ? "kept" : "keeps", exp,
+              gone ? ": the id is free again" : "");
     return true;
 }
 

@@ -190,6 +190,15 @@ void json_counters(cJSON *j, const pl_outcome *o, double ms)
     cJSON_AddNumberToObject(j, "elapsed_ms", ms);
 }
 
+/* Whether run @p id is stored (not deleted). */
+static bool stored(tool *t, const char *id)
+{
+    pl_run_info *ri = NULL;
+    int st = id ? pl_run_get(&ri, t->engine, id) : PL_ENOTFOUND;
+    pl_run_info_free(ri);
+    return st != PL_ENOTFOUND;
+}
+
 /* Report a run's outcome, and fold it into the exit status. */
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
 {
@@ -212,7 +221,8 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
     switch (o->status) {
     case PL_RUN_CONTINUED:
         if (!t->opt.json)
-            printf("  continued as new: %s goes on\n", or_dash(o->successor));
+            printf("  continued as new: %s %s\n", or_dash(o->successor),
+                   stored(t, o->successor) ? "goes on" : "(deleted since)");
         t->n_ok++;
         break;
     case PL_RUN_COMPLETED: {
@@ -295,6 +305,7 @@ int refused_code(int st)
     case PL_EBUSY:
     case PL_ESTATE:
     case PL_ETOKEN:
+    case PL_ENEWERCODE: /* left for newer code's workers: no failure */
     case PL_EINVAL: return EXIT_USAGE;
     default: return EXIT_FAILED;
     }

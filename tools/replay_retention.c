@@ -170,7 +170,77 @@ int prepare_worker(tool *t)
     return 0;
 }
 
-/* Write run @p id's verified export to DIR/ID.jsonl, durably. */
+/* The first line of file @p path (its export's run record) parsed, or
+ * NULL (no such file, no line within @p max bytes, not JSON). */
+static cJSON *first_line(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *line = NULL;
+    size_t cap = 0, len = 0;
+    int c;
+    while ((c = getc(f)) != EOF && c != '\n' && len < max) {
+        if (len + 1 >= cap) {
+            char *g = realloc(line, cap = cap ? 2 * cap : 4096);
+            if (!g)
+                break;
+            line = g;
+        }
+        line[len++] = (char)c;
+    }
+    bool whole = c == '\n' && line;
+    fclose(f);
+    cJSON *j = NULL;
+    if (whole) {
+        line[len] = '\0';
+        j = cJSON_Parse(line);
+    }
+    free(line);
+    return j;
+}
+
+/* Whether exports @p a and @p b are of one run: the same id, number and
+ * creation time in their run records. */
+static bool same_run(const cJSON *a, const cJSON *b)
+{
+    static const char *const keys[] = {"run", "run_number", "created_us"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, keys[i]);
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, keys[i]);
+        if (!x || !y || !cJSON_Compare(x, y, true))
+            return false;
+    }
+    return true;
+}
+
+/* An archive at @p path already (none: PL_OK) may be replaced by @p part
+ * only when it is of the same run (a prune killed after the export, before
+ * the delete): another run's, under the same id (another store's, or this
+ * one's once the tombstone freed its id), is its only copy. */
+static int archive_free(const char *path, const char *part)
+{
+    struct stat sb;
+    if (lstat(path, &sb))
+        return errno == ENOENT ? PL_OK
+                               : pl_errorf(PL_EIO, "cannot look at %s: %s",
+                                           path, strerror(errno));
+    cJSON *was = S_ISREG(sb.st_mode) ? first_line(path, (size_t)1 << 30) : NULL;
+    cJSON *now = was ? first_line(part, (size_t)1 << 30) : NULL;
+    bool same = was && now && same_run(was, now);
+    cJSON_Delete(was);
+    cJSON_Delete(now);
+    if (same)
+        return PL_OK;
+    return pl_errorf(PL_EEXIST,
+                     "%s holds the export of another run (or is no "
+                     "export): it is not replaced (move it away, or "
+                     "archive to another directory)",
+                     path);
+}
+
+/* Write run @p id's verified export to DIR/ID.jsonl, durably, never over
+ * another run's. */
 static int archive_run(const char *dir, pl_engine *e, const char *id,
                        char *path, size_t n)
 {
@@ -192,6 +262,8 @@ static int archive_run(const char *dir, pl_engine *e, const char *id,
         st = pl_errorf(PL_EIO, "cannot write %s: %s", part, strerror(errno));
     if (fclose(f) && !st)
         st = pl_errorf(PL_EIO, "cannot write %s: %s", part, strerror(errno));
+    if (!st)
+        st = archive_free(path, part);
     if (!st && rename(part, path))
         st = pl_errorf(PL_EIO, "cannot rename %s: %s", part, strerror(errno));
     int dfd = st ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

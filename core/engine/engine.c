@@ -206,11 +206,13 @@ int pl_engine_open(pl_engine **out, const char *path,
     e->lease_us = (int64_t)(lease_ms ? lease_ms : LEASE_MS_DEFAULT) * 1000;
     e->retain_ms = opts->retain_ms;
     e->retain_failed_ms = opts->retain_failed_ms;
-    e->tombstone_us = opts->tombstone_ms &&
-                              opts->tombstone_ms < INT64_MAX / 1000
-                          ? (int64_t)opts->tombstone_ms * 1000
-                      : opts->tombstone_ms ? INT64_MAX / 2
-                                           : (int64_t)7 * 24 * 3600 * 1000000;
+    /* past PL_RETAIN_MS_MAX, for good: a delete's clock plus INT64_MAX / 2
+     * cannot overflow (retention.c), where a tombstone_ms near
+     * INT64_MAX / 1000 wrapped to an expiry before the delete */
+    e->tombstone_us = !opts->tombstone_ms ? (int64_t)7 * 24 * 3600 * 1000000
+                      : opts->tombstone_ms > PL_RETAIN_MS_MAX
+                          ? INT64_MAX / 2
+                          : (int64_t)opts->tombstone_ms * 1000;
     pthread_cond_init(&e->renew_cv, NULL);
     atomic_init(&e->worker_stop, 0);
     atomic_init(&e->wait_in_place_ms, -1);

@@ -25,6 +25,8 @@
 #include "claim.h"
 #include "commit.h"
 #include "ctx.h"
+#include "export.h"
+#include "retention.h"
 #include "run.h"
 #include "wait.h"
 
@@ -72,6 +74,29 @@ static int deliver_check(const uint8_t *state, size_t len, void *user)
 }
 
 /*
+ * Link @p to of a chain, which @p from continued as, is not found: when
+ * its tombstone says it ended (completed, failed, cancelled, superseded),
+ * the chain has ended, PL_ESTATE as before its delete; else PL_ENOTFOUND,
+ * its message kept.
+ */
+static int link_gone(pl_engine *e, const char *from, const char *to,
+                     const char *what)
+{
+    char was[PL__ERRMSG_MAX];
+    snprintf(was, sizeof was, "%s", pl_errmsg());
+    pl__tomb t;
+    int st = pl__tomb_load(e, to, &t);
+    if (st)
+        return st == PL_ENOTFOUND ? pl__err(PL_ENOTFOUND, "%s", was) : st;
+    char del[40];
+    pl__export_time_iso(del, sizeof del, t.deleted_us);
+    return pl__err(PL_ESTATE,
+                   "run '%s' continued as new as '%s', which has ended (%s) "
+                   "and was deleted on %s: %s is refused",
+                   from, to, pl_run_status_name(t.status), del, what);
+}
+
+/*
  * Deliver @p ib to run @p id (its number in *num when nonzero, as the
  * caller read it), or, when it has continued as new
  * (pl_ctx_continue_as_new()), to the link of its chain that goes on: the
@@ -93,6 +118,8 @@ static int deliver(pl_engine *e, const char *id, const pl__inbox_rec *ib,
         if (st == PL_ENOTFOUND && hops < 1000000 &&
             (st = pl__chain_next_deleted(e, to, d.succ)) == PL_OK)
             st = PL_ESTATE;
+        else if (st == PL_ENOTFOUND && from[0]) /* the chain's end, deleted */
+            st = link_gone(e, from, to, what);
         if (!st) /* bound to the run it goes to */
             st = pl__inbox_encode(&rec, to, ib);
         uint64_t seq;

@@ -231,7 +231,7 @@ typedef struct pl_engine_options {
     uint64_t retain_ms;
     /**
      * Since version 5.  How long a deleted run's tombstone keeps its id,
-     * in milliseconds: 0 = 7 days.
+     * in milliseconds: 0 = 7 days; more than PL_RETAIN_MS_MAX: for good.
      */
     uint64_t tombstone_ms;
     /**

@@ -130,7 +130,9 @@ int pl_ctx_wait_event(cJSON **out_payload, pl_ctx *ctx, const char *name,
  * @param payload a JSON object; borrowed.
  * @return PL_OK; PL_ESTATE (the run has ended: completed, failed or
  *         cancelled, or superseded by an upgrade, whose successor
- *         pl_errmsg() names to send it to; nothing is delivered; also a
+ *         pl_errmsg() names to send it to; for a run continued as new, the
+ *         link it went on to has, also one deleted since while its
+ *         tombstone lasts; nothing is delivered; also a
  *         read-only engine); PL_ENOTFOUND; PL_EINVAL; PL_EJSON; PL_ELIMIT;
  *         the store's errors; with @p out, those of pl_run_continue().
  */

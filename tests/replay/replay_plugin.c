@@ -20,6 +20,8 @@
  *               "approval"'s question; returns {"v": the version}
  *   "hold"      root: {"path": P}: creates P.in, then executes (holding
  *               its lease, not parked) while the file P exists; returns {}
+ *   "looper"    root: {"left": N}: continues as new with {"left": N - 1}
+ *               while N > 0; returns {"left": N}
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
@@ -163,6 +165,25 @@ static int hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{}");
 }
 
+static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    int left = 0;
+    if (pl_json_unpack(a->payload, "{s:i}", "left", &left))
+        return pl_steps_add_error(out, PL_ERR_INVALID_INPUT,
+                                  "looper needs {\"left\": number}");
+    if (left > 0) {
+        cJSON *next = NULL;
+        int st = pl_json_pack(&next, "{s:i}", "left", left - 1);
+        if (!st)
+            st = pl_ctx_continue_as_new(ctx, next);
+        cJSON_Delete(next);
+        if (st)
+            return st;
+    }
+    return pl_steps_add_resultf(out, "{s:i}", "left", left);
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -200,6 +221,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "hold";
     d.fn = hold;
     d.description = "Execute while a file exists.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "looper";
+    d.fn = looper;
+    d.description = "Continue as new until left is 0.";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

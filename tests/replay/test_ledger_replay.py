@@ -880,6 +880,23 @@ def case_check_a_run_newer_code_recorded():
         s.env["REPLAY_CODE_VERSION"] = "2"
         doc, _ = s.tool_json("--check", plugins=P, expect=0)
         check(doc["runs"][0]["check"] == "ok", "newer code fails", doc)
+        # answered, then continued, under the older code: refused, left
+        # for the newer (exit 1, as a run a live process owns), not a
+        # failure (it exited 5)
+        s.env["REPLAY_CODE_VERSION"] = "1"
+        p = s.tool("--resume", "new-1", "--answer", '{"approved": true}',
+                   plugins=P, expect=1)
+        check("by newer code" in p.stderr, "--resume does not say why",
+              p.stderr)
+        for mode in (["--run", "new-1"], ["--all"]):
+            doc, _ = s.tool_json(*mode, plugins=P, expect=1)
+            r = doc["runs"][0]
+            check(r["status"] == "not_run" and r["error"] == "PL_ENEWERCODE",
+                  "%s: not refused" % mode, doc)
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        doc, _ = s.tool_json("--run", "new-1", plugins=P, expect=0)
+        check(doc["runs"][0]["status"] == "completed", "newer code fails",
+              doc)
     finally:
         s.close()
 

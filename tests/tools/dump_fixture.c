@@ -21,10 +21,11 @@
  *       one run whose root makes two calls and then SIGKILLs its own
  *       process (so it dies by that signal), in its first second: its
  *       record counts none of its steps, none of them in doubt.
- *   dump_fixture STORE chain ID [forget]
+ *   dump_fixture STORE chain ID [forget|expire]
  *       a chain continued as new: "loop" and "loop~1" continued,
  *       "loop~2" queued; then link ID deleted, and with "forget" its
- *       tombstone expired and removed too (kept a millisecond).
+ *       tombstone expired and removed too (kept a millisecond); with
+ *       "expire" expired (kept a millisecond) but not removed.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -367,7 +368,7 @@ int main(int argc, char **argv)
         if (!rc &&
             (pl_run_continue(&o, e, "loop~1", NULL) ||
              o->status != PL_RUN_CONTINUED || pl_run_delete(e, argv[3]) ||
-             (argc == 5 &&
+             (argc == 5 && !strcmp(argv[4], "forget") &&
               (nanosleep(&ms2, NULL) || pl_engine_prune(e, &po, &n))))) {
             fprintf(stderr, "chain: %s\n", pl_errmsg());
             rc = 1;

@@ -129,6 +129,44 @@ class ChainTools(unittest.TestCase):
         self.assertEqual(p.returncode, 5, p.stderr)
         self.assertIn("run loop~2: cancelled", p.stdout)
 
+    def test_run_follows_a_chain_to_its_deleted_end(self):
+        """--run of a chain whose last link completed and was pruned (a
+        prune of the completed runs keeps the continued ones): the chain
+        has ended, exit 0, the deleted link said so; it said "lp~1 goes
+        on", then "no run 'lp~1'", exit 2."""
+        store = os.path.join(self.tmp, "end")
+
+        def replay(*args):
+            return subprocess.run([A.replay, store, "--plugin", A.plugin]
+                                  + list(args), capture_output=True,
+                                  text=True, timeout=60)
+        p = replay("--submit", "looper", "--payload", '{"left": 1}',
+                   "--new-id", "lp")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = replay("--run", "lp")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("run lp~1: completed", p.stdout)
+        p = subprocess.run([A.replay, store, "--prune", "--older-than", "0s",
+                            "--status", "completed"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertIn("delete lp~1 (completed", p.stdout)
+        p = replay("--run", "lp")
+        self.assertEqual(p.returncode, 0, (p.stdout, p.stderr))
+        self.assertIn("run lp: continued", p.stdout)
+        self.assertIn("run lp~1: completed, deleted on ", p.stdout)
+        self.assertNotIn("goes on", p.stdout)
+        self.assertEqual(p.stderr, "")
+        p = replay("--run", "lp", "--json")
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["exit"], 0, doc)
+        self.assertEqual([(r["run_id"], r["status"]) for r in doc["runs"]],
+                         [("lp", "continued"), ("lp~1", "completed")])
+        self.assertIn("deleted", doc["runs"][1])
+        # an event to it: ended, not "no such run"
+        p = replay("--signal", "lp", "--name", "go", "--payload", "{}")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("has ended (completed) and was deleted on", p.stderr)
+
     def test_a_copy_of_a_link_is_a_chain_of_its_own(self):
         exp = os.path.join(self.tmp, "loop1.jsonl")
         with open(exp, "w") as f:

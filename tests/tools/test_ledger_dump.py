@@ -279,6 +279,19 @@ class ChainTest(Base):
         self.assertEqual((rc, out), (2, ""))
         self.assertIn('no run "loop"', err)
 
+    def test_an_expired_tombstone_is_said_to_have_expired(self):
+        """A tombstone past its time, not yet removed, no longer keeps the
+        id (a start makes a new run): said so, in the past tense; it said
+        it "keeps the id until" a time gone by."""
+        store = self.chain("loop", "expire")
+        time.sleep(0.01)
+        rc, out, err = dump(store, "--run", "loop")
+        self.assertEqual((rc, out), (2, ""), err)
+        self.assertIn('run "loop" was deleted on ', err)
+        self.assertIn("its tombstone kept the id until ", err)
+        self.assertIn("the id is free again", err)
+        self.assertNotIn("keeps", err)
+
 
 class VerifyStatsTest(Base):
     def test_verify_clean(self):

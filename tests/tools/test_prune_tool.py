@@ -112,6 +112,45 @@ class Prune(unittest.TestCase):
         self.assertIn("1 run(s) deleted before it", err)
         self.assertEqual(self.runs(), ["order-A-2", "order-A-3"])
 
+    def test_an_archive_of_another_run_is_never_replaced(self):
+        # another store's run under the same id (or this store's, its id
+        # reused once its tombstone expired), archived to the same place:
+        # its export was silently replaced, the only copy of that run lost
+        other = os.path.join(self.tmp, "other")
+        rc, _, err = run(DEMO, "--store", other, "--order", "A-1", "--quiet")
+        self.assertEqual(rc, 0, err)
+        rc, _, err = run(REPLAY, other, "--prune", "--older-than", "0s",
+                         "--archive", self.arch)
+        self.assertEqual(rc, 0, err)
+        arch = os.path.join(self.arch, "order-A-1.jsonl")
+        with open(arch, "rb") as f:
+            first = f.read()
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--archive", self.arch)
+        self.assertEqual(rc, 5, err)
+        self.assertIn('cannot archive run "order-A-1"', err)
+        self.assertIn("holds the export of another run", err)
+        self.assertIn("0 run(s) deleted before it", err)
+        with open(arch, "rb") as f:
+            self.assertEqual(f.read(), first, "the other run's archive kept")
+        self.assertEqual(self.runs(), ["order-A-1", "order-A-2", "order-A-3"])
+        self.assertFalse([f for f in os.listdir(self.arch)
+                          if f.endswith(".part")])
+        # the same run's export there (a prune killed before its delete):
+        # written again, and the run deleted
+        os.rename(arch, arch + ".other")
+        rc, out, err = run(DUMP, self.store, "--run", "order-A-2",
+                           "--format", "jsonl")
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(self.arch, "order-A-2.jsonl"), "w") as f:
+            f.write(out.splitlines()[0] + "\n")
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--archive", self.arch)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.runs(), [])
+        with open(os.path.join(self.arch, "order-A-2.jsonl")) as f:
+            self.assertGreater(len(f.read().splitlines()), 1, "written whole")
+
     def test_bad_usage(self):
         for args, what in (
                 (["--prune"], "needs --older-than"),
