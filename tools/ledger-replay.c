@@ -411,6 +411,24 @@ static int set_mode(options *o, enum mode m, const char *flag)
     return 0;
 }
 
+/* An --mcp argument's form, a usage error when it is not: NAME (1..64
+ * bytes, no dot or control character) '=' SPEC ("stdio:" and a command,
+ * or an http:// or https:// URL).  What the server then says of itself
+ * (it cannot start, its tools) is an MCP server that cannot be opened. */
+static bool mcp_arg_ok(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || eq - arg > 64)
+        return false;
+    for (const char *p = arg; p < eq; p++)
+        if (*p == '.' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            return false;
+    const char *spec = eq + 1;
+    if (!strncmp(spec, "http://", 7) || !strncmp(spec, "https://", 8))
+        return true;
+    return !strncmp(spec, "stdio:", 6) && spec[6 + strspn(spec + 6, " ")];
+}
+
 /* Parse argv into @p o; 0, or an exit status (-1 for --help: exit 0). */
 static int parse_args(options *o, int argc, char **argv)
 {
@@ -589,6 +607,14 @@ static int parse_args(options *o, int argc, char **argv)
         cli_error("--mcp-unchecked goes with --mcp NAME=SPEC");
         return EXIT_USAGE;
     }
+    for (size_t i = 0; i < o->n_mcp; i++)
+        if (!mcp_arg_ok(o->mcp[i])) {
+            cli_error("--mcp %s: expected NAME=SPEC, NAME 1..64 bytes "
+                      "without a dot, SPEC \"stdio:COMMAND ARG...\" or an "
+                      "http:// or https:// URL",
+                      QUOTE(o->mcp[i]));
+            return EXIT_USAGE;
+        }
     if (!o->n_plugins && !o->n_mcp && o->mode != MODE_IMPORT && !sched &&
         o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {
@@ -717,14 +743,8 @@ int main(int argc, char **argv)
         st = PL_ENOMEM;
     t.mcps = mcps;
     for (size_t i = 0; !st && i < t.opt.n_mcp; i++) {
-        const char *eq = strchr(t.opt.mcp[i], '=');
+        const char *eq = strchr(t.opt.mcp[i], '='); /* mcp_arg_ok() */
         char name[80];
-        if (!eq || eq == t.opt.mcp[i] ||
-            (size_t)(eq - t.opt.mcp[i]) >= sizeof name) {
-            cli_error("--mcp %s: expected NAME=SPEC", QUOTE(t.opt.mcp[i]));
-            rc = EXIT_USAGE;
-            goto done;
-        }
         snprintf(name, sizeof name, "%.*s", (int)(eq - t.opt.mcp[i]),
                  t.opt.mcp[i]);
         pl_mcp_options mo = PL_MCP_OPTIONS_INIT;
