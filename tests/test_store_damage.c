@@ -649,3 +649,59 @@ Test(store, a_value_size_past_the_file_is_damage_not_a_crash, .timeout = 120)
     }
     pl_registry_free(reg);
 }
+
+/* ---- a deadline past 2^53 ms --------------------------------------------- */
+
+/* ledger-dump's output (stdout and stderr) for @p args on @p path; it must
+ * exit 0. */
+static const char *dump_out(const char *path, const char *args)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/tools/ledger-dump' '%s' %s 2>&1",
+             PL_TEST_BIN_DIR, path, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "%s", cmd);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s:\n%s", cmd, buf);
+    return buf;
+}
+
+/* A deadline past 2^53 ms (an older version's, or damaged: the API refuses
+ * one) is shown as its number, out of range, never as a date it is not
+ * (its microseconds wrapped past int64 to 1969), and as its exact digits
+ * in JSON. */
+Test(store, a_deadline_past_2_53_ms_is_shown_as_its_number, .timeout = 120)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    (void)chain_then_raw(path, reg, "far", &r);
+    MDB_val k = {3, "far"}, v;
+    cr_assert_eq(mdb_get(r.txn, r.runs, &k, &v), 0);
+    pl__run_info ri;
+    cr_assert_eq(pl__run_info_decode(&ri, "far", (uint8_t *)v.mv_data + 8,
+                                     v.mv_size - 8),
+                 PL_OK);
+    ri.deadline_ms = (INT64_C(1) << 60) + 1;
+    pl__buf rec = {0}, info = {0};
+    cr_assert_eq(pl__buf_append(&rec, v.mv_data, 8), PL_OK); /* its number */
+    cr_assert_eq(pl__run_info_encode(&info, "far", &ri), PL_OK);
+    cr_assert_eq(pl__buf_append(&rec, info.data, info.len), PL_OK);
+    MDB_val nv = {rec.len, rec.data};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &k, &nv, 0), 0);
+    raw_close(&r);
+    pl__run_info_clear(&ri);
+    pl__buf_free(&rec);
+    pl__buf_free(&info);
+
+    const char *out = dump_out(path, "--run far");
+    cr_expect(strstr(out, "deadline 1152921504606846977 ms since 1970, out "
+                          "of range\n") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "1969") == NULL, "a wrong date: %s", out);
+    out = dump_out(path, "--run far --format json");
+    cr_expect(strstr(out, "1152921504606846977") != NULL, "not exact: %s", out);
+    pl_registry_free(reg);
+}
