@@ -325,11 +325,9 @@ void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
                    int64_t now_us)
 {
     char when[64] = "", left[40] = "";
-    if (wake_ms && cli_ms_human(when, sizeof when, wake_ms)) {
-        int64_t ms = wake_ms - now_us / 1000;
-        if (ms > 0)
-            cli_span_text(left, sizeof left, ms);
-    }
+    if (wake_ms && cli_ms_human(when, sizeof when, wake_ms) &&
+        wake_ms > now_us / 1000)
+        cli_span_text(left, sizeof left, wake_ms - now_us / 1000);
     if (event && wake_ms)
         snprintf(out, n, "for the event '%s' until %s (%s%s)", event, when,
                  *left ? "in " : "due", left);
