@@ -44,6 +44,15 @@ static char lower(char ch)
     return ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
 }
 
+/* Whether the @p n bytes at @p s are @p name (lower case) in any case. */
+static bool same_name(const char *s, const char *name, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lower(s[i]) != name[i])
+            return false;
+    return true;
+}
+
 static bool is_alpha(char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
@@ -181,9 +190,10 @@ int pl__cron_parse(pl__cron *out, const char *expr)
     while (end > p && is_blank(end[-1]))
         end--;
     if (p < end && *p == '@') {
+        /* in any case, as names are (@YEARLY is @yearly) */
         for (size_t i = 0; i < PL__ARRAY_LEN(macros); i++)
             if ((size_t)(end - p) == strlen(macros[i].name) &&
-                memcmp(p, macros[i].name, (size_t)(end - p)) == 0)
+                same_name(p, macros[i].name, (size_t)(end - p)))
                 return pl__cron_parse(out, macros[i].expr);
         return pl__err(PL_EINVAL,
                        "cron expression '%.*s' is not one of @yearly, "

@@ -10,7 +10,8 @@
  * a value, a range a-b (a <= b), any of these followed by /step (a/step
  * means a to the field's maximum), names case-insensitive.  Or the whole
  * expression is one of @yearly (@annually), @monthly, @weekly, @daily,
- * @hourly.  A day matches when its month matches and: when both day
+ * @hourly, case-insensitive too (as names are; cron-parser takes them in
+ * lower case only).  A day matches when its month matches and: when both day
  * fields are restricted (neither is written as a bare '*'), either one
  * matches; else the restricted one (or any day).  An expression whose
  * day of month never occurs in its months (0 0 30 2 *) is refused.

@@ -64,6 +64,31 @@ void pl__futex_wake(_Atomic uint32_t *word)
 
 /* Start time of a process in clock ticks since boot (field 22 of stat), and
  * whether it is a zombie.  Returns false if it cannot be read. */
+bool pl__file_mapping(const void *p, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return false;
+    /* "start-end perms offset dev inode path", numbers in hex but inode */
+    char line[4096 + 128];
+    uintptr_t at = (uintptr_t)p;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long long a, b, off, ino;
+        char perms[8];
+        unsigned maj, min;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &a, &b, perms, &off,
+                   &maj, &min, &ino) == 7 &&
+            at >= a && at < b && ino != 0 && off <= a) {
+            *lo = (uintptr_t)(a - off);
+            *hi = (uintptr_t)b;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 bool pl__proc_stat(int64_t pid, uint64_t *start, bool *zombie)
 {
     char path[64], buf[1024];

@@ -13,6 +13,7 @@
  *   | who defines a symbol    | dlsym(3), dladdr(3)                         |
  *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
  *   | freed pages back now    | malloc_trim(3) (glibc; elsewhere nothing)   |
+ *   | a file mapping's bounds | /proc/self/maps                             |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
  *   |                         | swapcontext, setcontext), mmap'd stacks,    |
  *   |                         | pthread_getattr_np() for a thread's stack   |
@@ -73,6 +74,13 @@ PL__HIDDEN void pl__futex_wake(_Atomic uint32_t *word);
  * be read, as for a process that does not exist.
  */
 PL__HIDDEN bool pl__proc_stat(int64_t pid, uint64_t *start, bool *zombie);
+
+/*
+ * The mapping of a file that holds address @p p: *lo the address of the
+ * file's offset 0 in it, *hi the mapping's end.  false when @p p is in no
+ * file's mapping or the mappings cannot be read.
+ */
+PL__HIDDEN bool pl__file_mapping(const void *p, uintptr_t *lo, uintptr_t *hi);
 
 /* This host's name into @p out, @p n bytes with the NUL; "localhost" if it
  * cannot be read. */

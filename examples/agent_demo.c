@@ -44,6 +44,7 @@
 #include <policyledger_llm.h>
 #include <policyledger_mcp.h>
 
+#include "help.h"
 #include "mcp_flags.h"
 
 #define DEFAULT_QUESTION                                                       \
@@ -320,7 +321,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            return 0;
+            return help_written("agent-demo");
         }
         if (!strcmp(a, "--stream")) {
             stream = true;

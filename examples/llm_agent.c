@@ -14,6 +14,8 @@
 
 #include <policyledger_llm.h>
 
+#include "help.h"
+
 static int add(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)ctx, (void)user;
@@ -51,7 +53,7 @@ int main(int argc, char **argv)
     static const char use[] = "usage: llm-agent STORE MODEL_URL QUESTION";
     if (argc == 2 && !strcmp(argv[1], "--help")) {
         printf("%s\n", use);
-        return 0;
+        return help_written("llm-agent");
     }
     /* an option is taken for no store nor model */
     for (int i = 1; i < argc && i < 3; i++)

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "help.h"
 #include "order/order.h"
 
 typedef struct demo {
@@ -160,7 +161,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            return 0;
+            return help_written("order-demo");
         } else if (!strcmp(a, "--quiet")) {
             d.quiet = 1;
             continue;

@@ -22,6 +22,8 @@
 
 #include <policyledger.h>
 
+#include "help.h"
+
 static int g_sent; /* reminders sent by this process */
 
 /* The side effect: here a line on stdout; an e-mail in real life. */
@@ -79,13 +81,14 @@ static pl_run_status status_of(pl_engine *e, const char *id)
     return s;
 }
 
-/* The arguments: 0, or 2 for bad usage (said in one line). */
+/* The arguments: 0; 2 for bad usage (said in one line); -1 for a --help
+ * printed, 1 for one that could not be. */
 static int parse_args(int argc, char **argv, const char **path, long *period)
 {
     static const char use[] = "usage: reminder [STORE] [PERIOD_MS]";
     if (argc == 2 && !strcmp(argv[1], "--help")) {
         printf("%s   (default: reminder.db, 200 ms)\n", use);
-        return -1;
+        return help_written("reminder") ? 1 : -1;
     }
     for (int i = 1; i < argc; i++)
         if (argv[i][0] == '-' && (argv[i][1] < '0' || argv[i][1] > '9')) {

@@ -36,6 +36,8 @@
  *     lmdb_ident.c   what a file must be before LMDB maps it, and what
  *                    makes an environment a policyledger store
  *     lmdb_env.c     opening and closing the environment, its growth
+ *     lmdb_bounds.c  every key and value read checked to lie inside the
+ *                    data file (a damaged size is no crash)
  *     lmdb_store.c   committing batches, reading ledgers and runs
  *     lmdb_journal.c the group commit journal
  *     lmdb_lease.c   run leases (LEASES below)

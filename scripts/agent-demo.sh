@@ -28,7 +28,9 @@ while [ $# -gt 0 ]; do
       # the script mounts the one server it knows; agent-demo itself
       # takes --mcp NAME=SPEC
       case ${2-} in *=*) usage "--mcp takes no value here, not '$2' (agent-demo takes --mcp NAME=SPEC)" ;; esac ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" 2>/dev/null ||
+        { echo "agent-demo.sh: cannot write the help" >&2; exit 1; }
+      exit 0 ;;
     -*) usage "unknown option '$1'" ;;
     *) [ -z "$build" ] || usage "one BUILD_DIR, not '$build' and '$1'"
        build=$1 ;;

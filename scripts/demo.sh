@@ -9,7 +9,9 @@
 set -euo pipefail
 case ${1-} in
   "") ;;
-  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" 2>/dev/null ||
+        { echo "demo.sh: cannot write the help" >&2; exit 1; }
+      exit 0 ;;
   *) echo "demo.sh: unexpected argument '$1': it takes none (see --help);" \
           "scripts/agent-demo.sh takes the agent's options" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 // cron_diff.js CRON_FIRES NPM_DIR [CASES] [SEED]: the cron parser against
 // the npm package cron-parser.  Random expressions (every syntax the parser
 // takes: lists, ranges, steps, names, 0 and 7 for Sunday, both day fields
-// restricted or not), each from a random start in a random zone (UTC and
+// restricted or not, nicknames), each from a random start in a random zone (UTC and
 // zones with changes of offset, a third of the starts just before one),
 // the next 50 fire times from cron-parser and from tests/cron_fires.c:
 // every one must agree.  Exits 77 (skipped) when cron-parser is not
@@ -122,7 +122,13 @@ function hourField() {
   return field(FIELDS[1]);
 }
 
+// A nickname now and then, in lower case: cron-parser refuses another
+// case, which this parser takes (tests/test_cron.c checks it).
+const NICKNAMES = ['@yearly', '@annually', '@monthly', '@weekly', '@daily',
+                   '@hourly'];
+
 function expression() {
+  if (rand() < 0.03) return pick(NICKNAMES);
   return [field(FIELDS[0]), hourField(), field(FIELDS[2]), field(FIELDS[3]),
           field(FIELDS[4])].join(' ');
 }

@@ -157,4 +157,15 @@ for ex in "$od" "$ad" "$la" "$rm_"; do
     echo "FAIL: $ex --help exited $got"; cat out err; exit 1
   fi
 done
+# a --help that cannot be written (a full disk) is a failure said in one
+# line, exit 1, never 0 with the text lost; the scripts' too
+if [ -w /dev/full ]; then
+  for ex in "$od" "$ad" "$la" "$rm_" "bash $src/scripts/demo.sh" "bash $ag"; do
+    set +e; $ex --help >/dev/full 2>err; got=$?; set -e
+    if [ "$got" -ne 1 ] || [ "$(wc -l <err)" -ne 1 ] ||
+       ! grep -q 'cannot write the help' err; then
+      echo "FAIL: $ex --help >/dev/full exited $got"; cat err; exit 1
+    fi
+  done
+fi
 echo "ok: every bad argument said in one line, with its exit status"

@@ -9,6 +9,7 @@
 #include "support_adapter.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -684,6 +685,41 @@ Test(trace, open_and_close_errors, .fini = t_cleanup)
         cr_expect_eq(pl_trace_close(t), PL_EIO);
         expect_msg("could not be written");
     }
+}
+
+/* A FIFO as the trace: one no process reads is refused at once, never
+ * waited on for a reader; one a reader holds open gets the lines. */
+Test(trace, a_fifo_no_one_reads_is_refused_not_waited_on, .timeout = 60,
+     .fini = t_cleanup)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/trace.fifo", t_tmpdir());
+    cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+    pl_trace *t = (pl_trace *)&t;
+    cr_assert_eq(pl_trace_open(&t, path), PL_EIO);
+    cr_expect_null(t);
+    expect_msg("no process reads");
+    cr_expect(strstr(pl_errmsg(), path) != NULL, "names it: %s", pl_errmsg());
+
+    int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    cr_assert_geq(rd, 0, "%s", strerror(errno));
+    cr_assert_eq(pl_trace_open(&t, path), PL_OK, "%s", pl_errmsg());
+    pl_event ev = {.kind = PL_EVENT_RUN_STARTED,
+                   .run_id = "fifo",
+                   .path = "0",
+                   .policy = "caller"};
+    pl_trace_event(&ev, t);
+    cr_assert_eq(pl_trace_close(t), PL_OK, "%s", pl_errmsg());
+    char buf[512];
+    ssize_t n = read(rd, buf, sizeof buf - 1);
+    cr_assert_gt(n, 0, "%s", strerror(errno));
+    buf[n] = '\0';
+    close(rd);
+    cJSON *l = cJSON_Parse(buf);
+    cr_assert_not_null(l, "not one JSON line: %s", buf);
+    cr_expect_str_eq(str_member(l, "trace_id"), "fifo");
+    cr_expect_str_eq(str_member(l, "event"), "run_started");
+    cJSON_Delete(l);
 }
 
 /* A writer of 250 lines: call ends of run "w<k>", failed and with tokens. */

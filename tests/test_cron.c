@@ -64,6 +64,11 @@ Test(cron, syntax)
     cr_assert_eq(next("@yearly", "UTC", t0), utc(2027, 1, 1, 0, 0));
     cr_assert_eq(next("@monthly", "UTC", t0), utc(2026, 2, 1, 0, 0));
     cr_assert_eq(next("@hourly", "UTC", t0), utc(2026, 1, 1, 1, 0));
+    /* nicknames in any case, as names are */
+    cr_assert_eq(next("@YEARLY", "UTC", t0), utc(2027, 1, 1, 0, 0));
+    cr_assert_eq(next("@Annually", "UTC", t0), utc(2027, 1, 1, 0, 0));
+    cr_assert_eq(next(" @DAILY ", "UTC", t0), utc(2026, 1, 2, 0, 0));
+    cr_assert_eq(next("@hOuRlY", "UTC", t0), utc(2026, 1, 1, 1, 0));
     /* the guide's: 9-17/2 is 9, 11, ..., 17; the 1st and every Monday */
     cr_assert_eq(next("0 9-17/2 * * *", "UTC", utc(2026, 1, 1, 15, 0)),
                  utc(2026, 1, 1, 17, 0));
@@ -109,6 +114,8 @@ Test(cron, refused_with_reasons)
     refused("0 0 31 4,6,9,11 *", "never fires: day 31");
     refused("@reboot", "is not one of @yearly");
     refused("@daily x", "is not one of");
+    refused("@YEARLYX", "is not one of");
+    refused("@", "is not one of");
     char big[PL__CRON_MAX + 2];
     memset(big, '*', sizeof big - 1);
     big[sizeof big - 1] = '\0';

@@ -13,6 +13,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -547,5 +548,160 @@ Test(store, a_waiting_runs_open_callee_ledger_is_anchored)
     cr_assert_eq(pl_run_verify(e, "nap"), PL_ECORRUPT,
                  "a waiting run's changed wait step went unnoticed");
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- a value's size past the file --------------------------------------- */
+
+/*
+ * LMDB 0.9's pages carry no checksum, and a leaf node's data size (its
+ * first four bytes, two little-endian halves, before its flags and key
+ * size) is taken as it is.  Set, in the file, the size of the value of
+ * @p key in @p db to @p size, as a flipped bit of that page would.
+ */
+static void damage_size(const char *path, const char *db, const void *key,
+                        size_t klen, uint32_t size)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_stat ms;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 32), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_RDONLY | MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_env_stat(env, &ms), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, db, 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(txn, dbi, &c), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    cr_assert_eq(mdb_cursor_get(c, &k, &v, MDB_SET_KEY), 0, "no %s record", db);
+    cr_assert_lt(v.mv_size, ms.ms_psize / 2, "a value inside its leaf page");
+    /* the key, in the map: its page starts at the page boundary below it
+     * and begins with its page number; the node's header is 8 bytes */
+    uintptr_t at = (uintptr_t)k.mv_data;
+    uintptr_t page = at & ~(uintptr_t)(ms.ms_psize - 1);
+    uint64_t pgno;
+    memcpy(&pgno, (const void *)page, sizeof pgno);
+    off_t node = (off_t)(pgno * ms.ms_psize + (at - page)) - 8;
+    mdb_cursor_close(c);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    uint8_t dsz[4] = {(uint8_t)size, (uint8_t)(size >> 8),
+                      (uint8_t)(size >> 16), (uint8_t)(size >> 24)};
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(pwrite(fd, dsz, 4, node), 4);
+    cr_assert_eq(close(fd), 0);
+}
+
+/* The store's records read as damaged, never a crash; the run's id named. */
+static void expect_damaged(pl_engine *e, const char *id, bool step)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(&info, e, id);
+    if (step) { /* its record is whole: its ledger is not */
+        cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+        pl_run_info_free(info);
+        st = pl_run_verify(e, id);
+    }
+    cr_assert_eq(st, PL_ECORRUPT, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "damaged") != NULL, "%s", pl_errmsg());
+    seen sn = {0};
+    cr_assert_eq(pl_run_walk(e, id, collect, &sn), PL_ECORRUPT);
+    free(sn.got.v);
+    pl_outcome *o = NULL;
+    st = pl_run_continue(&o, e, id, NULL);
+    cr_assert(st == PL_ECORRUPT || (st == PL_OK && o->error == PL_ECORRUPT),
+              "%s: %s", pl_status_name(st), pl_errmsg());
+    pl_outcome_free(o);
+}
+
+/* A run, state or step value whose size runs past the map (SIGSEGV) or
+ * past the file's end within it (SIGBUS) is a damaged store, reported. */
+Test(store, a_value_size_past_the_file_is_damage_not_a_crash, .timeout = 120)
+{
+    static const uint32_t sizes[] = {0xfffffff0u, 32u << 20};
+    pl_registry *reg = registry();
+    for (int which = 0; which < 3; which++) {
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            char path[4300];
+            snprintf(path, sizeof path, "%s/size-%d-%zu.db", t_tmpdir(), which,
+                     i);
+            raw r;
+            uint64_t num = chain_then_raw(path, reg, "sized", &r);
+            raw_close(&r);
+            uint8_t key[64];
+            size_t kl = 8;
+            pl__put_be64(key, num);
+            if (which == 0)
+                damage_size(path, "runs", "sized", 5, sizes[i]);
+            else if (which == 1)
+                damage_size(path, "state", key, kl, sizes[i]);
+            else
+                damage_size(path, "steps", key, step_key(key, num, NULL, 0, 3),
+                            sizes[i]);
+            pl_engine *e = open_with(path, reg, 0, 0);
+            expect_damaged(e, "sized", which == 2);
+            bystander_fine(e);
+            pl_engine_close(e);
+        }
+    }
+    pl_registry_free(reg);
+}
+
+/* ---- a deadline past 2^53 ms --------------------------------------------- */
+
+/* ledger-dump's output (stdout and stderr) for @p args on @p path; it must
+ * exit 0. */
+static const char *dump_out(const char *path, const char *args)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/tools/ledger-dump' '%s' %s 2>&1",
+             PL_TEST_BIN_DIR, path, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "%s", cmd);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s:\n%s", cmd, buf);
+    return buf;
+}
+
+/* A deadline past 2^53 ms (an older version's, or damaged: the API refuses
+ * one) is shown as its number, out of range, never as a date it is not
+ * (its microseconds wrapped past int64 to 1969), and as its exact digits
+ * in JSON. */
+Test(store, a_deadline_past_2_53_ms_is_shown_as_its_number, .timeout = 120)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    raw r;
+    (void)chain_then_raw(path, reg, "far", &r);
+    MDB_val k = {3, "far"}, v;
+    cr_assert_eq(mdb_get(r.txn, r.runs, &k, &v), 0);
+    pl__run_info ri;
+    cr_assert_eq(pl__run_info_decode(&ri, "far", (uint8_t *)v.mv_data + 8,
+                                     v.mv_size - 8),
+                 PL_OK);
+    ri.deadline_ms = (INT64_C(1) << 60) + 1;
+    pl__buf rec = {0}, info = {0};
+    cr_assert_eq(pl__buf_append(&rec, v.mv_data, 8), PL_OK); /* its number */
+    cr_assert_eq(pl__run_info_encode(&info, "far", &ri), PL_OK);
+    cr_assert_eq(pl__buf_append(&rec, info.data, info.len), PL_OK);
+    MDB_val nv = {rec.len, rec.data};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &k, &nv, 0), 0);
+    raw_close(&r);
+    pl__run_info_clear(&ri);
+    pl__buf_free(&rec);
+    pl__buf_free(&info);
+
+    const char *out = dump_out(path, "--run far");
+    cr_expect(strstr(out, "deadline 1152921504606846977 ms since 1970, out "
+                          "of range\n") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "1969") == NULL, "a wrong date: %s", out);
+    out = dump_out(path, "--run far --format json");
+    cr_expect(strstr(out, "1152921504606846977") != NULL, "not exact: %s", out);
     pl_registry_free(reg);
 }

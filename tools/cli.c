@@ -311,16 +311,23 @@ void cli_span_text(char *out, size_t n, int64_t ms)
     snprintf(out, n, "%lld ms", (long long)ms);
 }
 
+bool cli_ms_human(char *out, size_t n, int64_t ms)
+{
+    if (ms >= 0 && ms <= INT64_C(1) << 53) {
+        cli_time_human(out, n, ms * 1000);
+        return true;
+    }
+    snprintf(out, n, "%lld ms since 1970, out of range", (long long)ms);
+    return false;
+}
+
 void cli_wait_text(char *out, size_t n, int64_t wake_ms, const char *event,
                    int64_t now_us)
 {
-    char when[40] = "", left[40] = "";
-    if (wake_ms) {
-        cli_time_human(when, sizeof when, wake_ms * 1000);
-        int64_t ms = wake_ms - now_us / 1000;
-        if (ms > 0)
-            cli_span_text(left, sizeof left, ms);
-    }
+    char when[64] = "", left[40] = "";
+    if (wake_ms && cli_ms_human(when, sizeof when, wake_ms) &&
+        wake_ms > now_us / 1000)
+        cli_span_text(left, sizeof left, wake_ms - now_us / 1000);
     if (event && wake_ms)
         snprintf(out, n, "for the event '%s' until %s (%s%s)", event, when,
                  *left ? "in " : "due", left);

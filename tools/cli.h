@@ -81,6 +81,15 @@ void cli_time_iso(char *out, size_t n, int64_t us, bool micro);
 /* Unix microseconds for a person: "2026-11-24 15:04:05" (UTC). */
 void cli_time_human(char *out, size_t n, int64_t us);
 
+/*
+ * Unix milliseconds for a person, as cli_time_human() says them, and true;
+ * or, for a time the library never writes (before 1970, past 2^53 ms: the
+ * year 287396; a record of an older version, or damaged), its number,
+ * "18446744073709 ms since 1970, out of range", and false: never a date
+ * it is not (ms * 1000 past int64 would wrap to 1969).
+ */
+bool cli_ms_human(char *out, size_t n, int64_t ms);
+
 /* A duration (ms, not negative) in its two largest units: "2 d 23 h",
  * "5 min 3 s", "40 ms". */
 void cli_span_text(char *out, size_t n, int64_t ms);

@@ -26,8 +26,11 @@ static void when(char *out, size_t n, int64_t at_ms, int64_t now_ms)
         snprintf(out, n, "-");
         return;
     }
-    char t[40], span[40];
-    cli_time_human(t, sizeof t, at_ms * 1000);
+    char t[64], span[40];
+    if (!cli_ms_human(t, sizeof t, at_ms)) { /* no date it is not */
+        snprintf(out, n, "%s", t);
+        return;
+    }
     int64_t d = at_ms - now_ms;
     cli_span_text(span, sizeof span, d < 0 ? -d : d);
     snprintf(out, n, d < 0 ? "%s (%s ago)" : "%s (in %s)", t, span);

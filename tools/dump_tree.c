@@ -87,9 +87,9 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
         printf("  WAITING at invocation %s\n",
                ri->suspended_path ? ri->suspended_path : "?");
     if (ri->deadline_ms) {
-        char dl[40];
-        cli_time_human(dl, sizeof dl, ri->deadline_ms * 1000);
-        printf("  deadline %s UTC\n", dl);
+        char dl[64];
+        bool date = cli_ms_human(dl, sizeof dl, ri->deadline_ms);
+        printf("  deadline %s%s\n", dl, date ? " UTC" : "");
     }
     if (ri->status == PL_RUN_SUSPENDED) {
         char *prompt = ri->prompt ? cli_json_compact(ri->prompt) : NULL;

@@ -228,17 +228,17 @@ void mode_wake(tool *t)
         worst(t, write_code(st));
         return;
     }
-    char when[40] = "none";
-    if (next)
-        cli_time_human(when, sizeof when, next * 1000);
+    char when[64] = "none";
+    bool date = next && cli_ms_human(when, sizeof when, next);
     if (t->opt.json) {
         char iso[40];
-        cli_time_iso(iso, sizeof iso, next * 1000, false);
+        if (date)
+            cli_time_iso(iso, sizeof iso, next * 1000, false);
         cJSON *sum = cJSON_CreateObject();
         if (sum &&
-            (!cJSON_AddNumberToObject(sum, "next_due_ms", (double)next) ||
+            (!cli_json_add_int(sum, "next_due_ms", next) ||
              !cJSON_AddItemToObject(sum, "next_due",
-                                    json_str_or_null(next ? iso : NULL)))) {
+                                    json_str_or_null(date ? iso : NULL)))) {
             cJSON_Delete(sum);
             sum = NULL;
         }
@@ -247,6 +247,6 @@ void mode_wake(tool *t)
         cJSON_Delete(t->summary);
         t->summary = sum;
     } else {
-        printf("next due: %s%s\n", when, next ? " UTC" : "");
+        printf("next due: %s%s\n", when, date ? " UTC" : "");
     }
 }

@@ -83,15 +83,18 @@ cJSON *run_json(const pl_run_info *ri)
                                 ri->suspended_path ? ri->suspended_path : "");
         if (ri->wake_ms) {
             char wake[40];
-            cli_time_iso(wake, sizeof wake, ri->wake_ms * 1000, false);
-            cJSON_AddStringToObject(o, "wake", wake);
-            cJSON_AddNumberToObject(o, "wake_ms", (double)ri->wake_ms);
+            /* a time past 2^53 ms: no date, and its number exact */
+            if (ri->wake_ms > 0 && ri->wake_ms <= INT64_C(1) << 53) {
+                cli_time_iso(wake, sizeof wake, ri->wake_ms * 1000, false);
+                cJSON_AddStringToObject(o, "wake", wake);
+            }
+            cli_json_add_int(o, "wake_ms", ri->wake_ms);
         }
         if (ri->wait_event)
             cJSON_AddStringToObject(o, "wait_event", ri->wait_event);
     }
-    if (ri->deadline_ms)
-        cJSON_AddNumberToObject(o, "deadline_ms", (double)ri->deadline_ms);
+    if (ri->deadline_ms) /* its digits: exact past 2^53 too */
+        cli_json_add_int(o, "deadline_ms", ri->deadline_ms);
     if (ri->status == PL_RUN_SUSPENDED) {
         cJSON_AddStringToObject(o, "suspended_path",
                                 ri->suspended_path ? ri->suspended_path : "");

@@ -23,11 +23,13 @@
  * A mutex keeps lines of concurrent runs whole; each line is flushed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <policyledger.h>
 
@@ -48,10 +50,23 @@ int pl_trace_open(pl_trace **out, const char *path)
     pl_trace *t = calloc(1, sizeof *t);
     if (!t)
         return pl_errorf(PL_ENOMEM, "pl_trace_open: out of memory");
-    t->f = fopen(path, "a");
-    if (!t->f) {
+    /* O_NONBLOCK: a FIFO no process reads fails the open at once (ENXIO)
+     * where it would wait for a reader for ever; cleared once open, so that
+     * a line waits for a slow reader rather than being lost */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK,
+                  0666);
+    int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) ||
+        !(t->f = fdopen(fd, "a"))) {
         int e = errno;
+        if (fd >= 0)
+            close(fd);
         free(t);
+        if (e == ENXIO)
+            return pl_errorf(PL_EIO,
+                             "pl_trace_open: cannot open '%s': it is a FIFO "
+                             "no process reads",
+                             path);
         return pl_errorf(PL_EIO, "pl_trace_open: cannot open '%s': %s", path,
                          strerror(e));
     }

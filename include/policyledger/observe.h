@@ -53,11 +53,13 @@
 typedef struct pl_trace pl_trace;
 
 /**
- * Open a trace file for appending (created if missing).
+ * Open a trace file for appending (created if missing).  A FIFO is taken
+ * when a process reads it (a line then waits for that reader); one no
+ * process reads is refused at once, never waited on.
  * @param[out] out caller owns; close with pl_trace_close() after the last
  *             engine using it has closed.
- * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it:
- *         pl_errmsg() says why); PL_ENOMEM.
+ * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it, or a
+ *         FIFO no process reads: pl_errmsg() says why); PL_ENOMEM.
  */
 int pl_trace_open(pl_trace **out, const char *path);
 

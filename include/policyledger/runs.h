@@ -257,11 +257,20 @@ typedef struct pl_run_info {
     int64_t created_us;       /**< Unix microseconds */
     int64_t updated_us;
     int64_t heartbeat_us;     /**< last time its owner wrote */
-    int64_t owner_pid;        /**< last process to run it */
+    int64_t owner_pid;        /**< last process to run it: the one that
+                                   last claimed it for an execution, as its
+                                   state record says */
     const char *owner_host;
-    bool owner_alive;         /**< that process still runs it: it holds
-                                   the run's lease, unexpired (and, on this
-                                   host, its process lives) */
+    bool owner_alive;         /**< a process still runs it: the run's lease
+                                   is held, unexpired (and, on this host,
+                                   its holder lives); a run without a lease
+                                   (made by an older version): the record's
+                                   owner lives.  The lease decides, as it
+                                   fences the run's commits; it and the
+                                   record name one process, but for the
+                                   instant between an execution taking the
+                                   lease and claiming the record, when
+                                   owner_pid still names the one before. */
     uint32_t attempts;        /**< executions so far */
     int error;                /**< failed: the pl_status */
     const char *reason;       /**< failed: why; else NULL */

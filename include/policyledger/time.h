@@ -353,8 +353,9 @@ void pl_worker_stop(pl_engine *engine);
  * Sunday).  A field is a list (a,b), ranges (a-b), steps (x/n, where x is
  * '*', a range, or a value a meaning a to the field's maximum) and '*';
  * names in any case; or the whole expression @yearly, @annually, @monthly,
- * @weekly, @daily, @hourly.  When both day fields are restricted (neither
- * is a bare '*'), a day matches when either does, as in classic cron.
+ * @weekly, @daily, @hourly, in any case too (@YEARLY).  When both day
+ * fields are restricted (neither is a bare '*'), a day matches when
+ * either does, as in classic cron.
  * Minute resolution: no seconds field.  An expression that can never fire
  * ("0 0 30 2 *") is refused.
  *

@@ -56,7 +56,7 @@ int pl__lmdb_tomb_taken(pl__lmdb_store *s, MDB_txn *txn, const char *id,
 {
     *taken = false;
     MDB_val k = {strlen(id), (void *)id}, v;
-    int rc = mdb_get(txn, s->tombs, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->tombs, &k, &v);
     if (rc)
         return rc == MDB_NOTFOUND ? 0 : rc;
     pl__tomb t;
@@ -84,7 +84,7 @@ static int drop_time(pl__lmdb_store *s, MDB_txn *txn, const uint8_t num[8],
     if (!s->has_time)
         return 0;
     MDB_val k = {8, (void *)num}, v;
-    int rc = mdb_get(txn, s->timers, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->timers, &k, &v);
     if (!rc) {
         int64_t due;
         char id[PL_MAX_RUN_ID + 1];
@@ -105,10 +105,10 @@ static int drop_time(pl__lmdb_store *s, MDB_txn *txn, const uint8_t num[8],
     if ((rc = mdb_cursor_open(txn, s->inbox, &cur)))
         return rc;
     MDB_val ik = k;
-    rc = mdb_cursor_get(cur, &ik, &v, MDB_SET_RANGE);
+    rc = pl__lmdb_cursor_get(s, cur, &ik, &v, MDB_SET_RANGE);
     while (!rc && ik.mv_size >= 8 && !memcmp(ik.mv_data, num, 8) &&
            !(rc = mdb_cursor_del(cur, 0)))
-        rc = mdb_cursor_get(cur, &ik, &v, MDB_NEXT);
+        rc = pl__lmdb_cursor_get(s, cur, &ik, &v, MDB_NEXT);
     mdb_cursor_close(cur);
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
@@ -118,7 +118,7 @@ static int delete_one(pl__lmdb_store *s, MDB_txn *txn, pl__delete *d, int *st)
 {
     d->rc = PL_OK;
     MDB_val k = {strlen(d->id), (void *)d->id}, v;
-    int rc = mdb_get(txn, s->runs, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->runs, &k, &v);
     if (rc == MDB_NOTFOUND ||
         (!rc && (v.mv_size < 8 || pl__get_be64(v.mv_data) != d->num))) {
         d->rc = PL_ENOTFOUND;
@@ -129,7 +129,7 @@ static int delete_one(pl__lmdb_store *s, MDB_txn *txn, pl__delete *d, int *st)
     uint8_t key[8];
     pl__put_be64(key, d->num);
     MDB_val nk = {8, key};
-    rc = mdb_get(txn, s->state, &nk, &v);
+    rc = pl__lmdb_get(s, txn, s->state, &nk, &v);
     if (rc && rc != MDB_NOTFOUND)
         return rc;
     if (rc || v.mv_size != d->state_len ||
@@ -205,7 +205,7 @@ static int purge_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     if (!rc)
         rc = mdb_cursor_open(txn, s->steps, &sc);
     if (!rc)
-        rc = mdb_cursor_get(pc, &k, &v, MDB_FIRST);
+        rc = pl__lmdb_cursor_get(s, pc, &k, &v, MDB_FIRST);
     while (!rc && c->removed < c->max) {
         char id[PL_MAX_RUN_ID + 1];
         if (k.mv_size != 8) {
@@ -220,7 +220,7 @@ static int purge_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if ((*st = pl__purge_decode(id, run, v.mv_data, v.mv_size)))
             break;
         MDB_val nk = {8, num}, sv;
-        if ((rc = mdb_get(txn, s->state, &nk, &sv)) != MDB_NOTFOUND) {
+        if ((rc = pl__lmdb_get(s, txn, s->state, &nk, &sv)) != MDB_NOTFOUND) {
             if (!rc)
                 *st = pl__err(
                     PL_ECORRUPT,
@@ -229,14 +229,14 @@ static int purge_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
             break;
         }
         MDB_val sk = nk;
-        rc = mdb_cursor_get(sc, &sk, &sv, MDB_SET_RANGE);
+        rc = pl__lmdb_cursor_get(s, sc, &sk, &sv, MDB_SET_RANGE);
         while (!rc && sk.mv_size >= 8 && memcmp(sk.mv_data, num, 8) == 0 &&
                c->removed < c->max) {
             if ((rc = mdb_cursor_del(sc, 0)))
                 break;
             c->removed++;
             /* after a delete the cursor's next is the key that followed */
-            rc = mdb_cursor_get(sc, &sk, &sv, MDB_NEXT);
+            rc = pl__lmdb_cursor_get(s, sc, &sk, &sv, MDB_NEXT);
         }
         bool rest = !rc && sk.mv_size >= 8 && memcmp(sk.mv_data, num, 8) == 0;
         if (rc && rc != MDB_NOTFOUND)
@@ -250,7 +250,7 @@ static int purge_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if ((rc = mdb_del(txn, s->purge, &nk, NULL)))
             break;
         k = nk;
-        rc = mdb_cursor_get(pc, &k, &v, MDB_SET_RANGE);
+        rc = pl__lmdb_cursor_get(s, pc, &k, &v, MDB_SET_RANGE);
         if (!rc && c->removed >= c->max)
             c->more = true;
     }
@@ -289,7 +289,7 @@ int pl__lmdb_tomb_get(pl__lmdb_store *s, const char *id, pl__buf *rec)
     if (st)
         return st;
     MDB_val k = {strlen(id), (void *)id}, v;
-    int rc = mdb_get(txn, s->tombs, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->tombs, &k, &v);
     if (rc == MDB_NOTFOUND)
         st = pl__err(PL_ENOTFOUND, "no tombstone of run '%s'", id);
     else if (rc)
@@ -325,10 +325,11 @@ static int expire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
      * ones */
     k.mv_size = c->after->len;
     k.mv_data = c->after->data;
-    rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
+    rc = pl__lmdb_cursor_get(s, cur, &k, &v,
+                             k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
     if (!rc && k.mv_size == c->after->len &&
         memcmp(k.mv_data, c->after->data, k.mv_size) == 0)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
     while (!rc && seen < c->max * 4 && c->removed < c->max) {
         char id[PL_MAX_RUN_ID + 1];
         pl__tomb t;
@@ -349,7 +350,7 @@ static int expire_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         if (t.expires_us <= c->now && (rc = mdb_cursor_del(cur, 0)))
             break;
         c->removed += t.expires_us <= c->now;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
     }
     c->more = !rc && !*st;
     mdb_cursor_close(cur);

@@ -187,6 +187,9 @@ int pl__lmdb_err(const pl__lmdb_store *s, int rc, const char *what)
         st = PL_ECORRUPT;
     else if (rc == MDB_VERSION_MISMATCH)
         st = PL_EVERSION;
+    if (rc == MDB_CORRUPTED) /* LMDB's pages, or a size past the file */
+        return pl__err(st, "store '%s' is damaged: %s: %s", s ? s->path : "?",
+                       what, mdb_strerror(rc));
     return pl__err(st, "store '%s': %s: %s", s ? s->path : "?", what,
                    mdb_strerror(rc));
 }
@@ -210,6 +213,7 @@ static int adopt_map_size(pl__lmdb_store *s)
     MDB_envinfo info;
     if (!rc && !(rc = mdb_env_info(s->env, &info)))
         s->map_size = info.me_mapsize;
+    pl__lmdb_map_learn(s); /* the map may have moved */
     pthread_rwlock_unlock(&s->resize);
     return rc ? pl__lmdb_err(s, rc, "adopting the map size") : PL_OK;
 }
@@ -237,6 +241,7 @@ static int grow(pl__lmdb_store *s, size_t seen)
                     s->path, seen, next, mdb_strerror(rc));
             else
                 s->map_size = next;
+            pl__lmdb_map_learn(s); /* the map may have moved */
         }
     }
     pthread_rwlock_unlock(&s->resize);
@@ -419,7 +424,7 @@ static int open_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     }
     s->has_held = true;
     MDB_val k = {6, "format"}, v;
-    rc = mdb_get(txn, s->meta, &k, &v);
+    rc = pl__lmdb_get(s, txn, s->meta, &k, &v);
     if (rc == MDB_NOTFOUND) {
         MDB_stat ms;
         if ((rc = mdb_stat(txn, s->steps, &ms)))
@@ -503,7 +508,7 @@ static int open_read_only(pl__lmdb_store *s)
         rc = pl__lmdb_tombs_open(s, txn, false);
     MDB_val k = {6, "format"}, v;
     if (!rc)
-        rc = mdb_get(txn, s->meta, &k, &v);
+        rc = pl__lmdb_get(s, txn, s->meta, &k, &v);
     if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
         st = pl__err(PL_ECORRUPT, "'%s' is not a policyledger store", s->path);
     else if (rc)
@@ -565,7 +570,7 @@ int pl__lmdb_stats_get(pl__lmdb_store *s, pl__store_stats *out)
         rc = mdb_cursor_open(txn, 0, &c);
     MDB_val k, v;
     for (int op = MDB_FIRST; !rc; op = MDB_NEXT) {
-        rc = mdb_cursor_get(c, &k, &v, op);
+        rc = pl__lmdb_cursor_get(s, c, &k, &v, op);
         if (!rc && v.mv_size >= sizeof(size_t)) {
             /* a list of page numbers led by its length, bounded by the
              * record's size in case the length is damaged */
@@ -790,6 +795,7 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     if ((st = opts->read_only ? open_read_only(s)
                               : pl__lmdb_write(s, open_body, &oc)))
         goto fail;
+    pl__lmdb_map_learn(s);
     *out = s;
     return PL_OK;
 fail:

@@ -61,8 +61,8 @@ int pl__lmdb_flow_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
     MDB_val k, v;
     pl__flow f = {.rank_us = pl__now_us()};
     int st = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST); !rc;
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT))
         if (k.mv_size == 8 &&
             ((rc = pl__lmdb_flow_add(s, txn, pl__get_be64(k.mv_data), &f,
                                      &st)) ||
@@ -129,7 +129,7 @@ static int flow_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     uint8_t kr[9];
     key_r(kr, run);
     MDB_val k = {9, kr}, v;
-    int rc = mdb_get(txn, s->flow, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->flow, &k, &v);
     if (!rc)
         *st = pl__flow_decode(out, run, v.mv_data, v.mv_size);
     return rc;
@@ -165,9 +165,9 @@ static int purge_kind(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     if (rc)
         return rc;
     MDB_val k = {1, &kind}, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
          !rc && k.mv_size >= 9 && *(const uint8_t *)k.mv_data == kind;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT))
         if ((!len || k.mv_size == len) &&
             pl__get_be64((const uint8_t *)k.mv_data + k.mv_size - 8) == run &&
             (rc = mdb_cursor_del(cur, 0)))
@@ -224,7 +224,7 @@ bool pl__lmdb_flow_has(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
     uint8_t kr[9];
     key_r(kr, run);
     MDB_val k = {9, kr}, v;
-    return s->has_flow && mdb_get(txn, s->flow, &k, &v) == 0;
+    return s->has_flow && pl__lmdb_get(s, txn, s->flow, &k, &v) == 0;
 }
 
 bool pl__lmdb_flow_keyed(pl__lmdb_store *s, MDB_txn *txn, uint64_t run)
@@ -266,10 +266,10 @@ static int key_room(pl__lmdb_store *s, MDB_txn *txn, walk *w, const pl__flow *f,
         return rc;
     MDB_val k = {plen, kk}, v;
     uint32_t live = 0;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
          !rc && live < f->limit && k.mv_size == plen + 8 &&
          memcmp(k.mv_data, kk, plen) == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         pl__lease_state ls;
         uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + plen);
         if ((rc = pl__lmdb_lease_state(s, txn, run, &ls, st)) || *st)
@@ -305,9 +305,9 @@ int pl__lmdb_flow_pick(pl__lmdb_store *s, MDB_txn *txn, uint64_t *out,
         return rc;
     }
     MDB_val k = {1, "q"}, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
          !rc && k.mv_size == 17 && *(const uint8_t *)k.mv_data == 'q';
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         uint64_t run = pl__get_be64((const uint8_t *)k.mv_data + 9);
         pl__lease_state ls;
         if ((rc = pl__lmdb_lease_state(s, txn, run, &ls, st)) || *st)
@@ -390,10 +390,10 @@ int pl__lmdb_flow_first(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     if ((rc = mdb_cursor_open(txn, s->flow, &cur)))
         return rc;
     MDB_val k = {plen, kk}, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
          !rc && *first && k.mv_size == plen + 8 &&
          memcmp(k.mv_data, kk, plen) == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         uint64_t other = pl__get_be64((const uint8_t *)k.mv_data + plen);
         pl__flow o;
         if (other == run)
@@ -474,7 +474,7 @@ static int rate_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint8_t kb[PL__FLOW_KEY_MAX + 1];
     MDB_val k = {key_b(kb, c->resource), kb}, v;
     pl__rate_budget b = {0};
-    int rc = mdb_get(txn, s->flow, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->flow, &k, &v);
     if (rc && rc != MDB_NOTFOUND)
         return rc;
     if (!rc && (*st = pl__rate_decode(&b, c->resource, v.mv_data, v.mv_size)))
@@ -523,7 +523,7 @@ static int flow_read(pl__lmdb_store *s, MDB_val *k, decode_fn decode,
     if (st)
         return st;
     MDB_val v;
-    int rc = mdb_get(txn, s->flow, k, &v);
+    int rc = pl__lmdb_get(s, txn, s->flow, k, &v);
     if (rc == MDB_NOTFOUND)
         st = pl__err(PL_ENOTFOUND, "%s", none);
     else if (rc)
@@ -580,7 +580,7 @@ static int units_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint8_t ku[PL__FLOW_KEY_MAX + PL_MAX_RATE_UNIT + 2];
     MDB_val k = {key_u(ku, op->resource, op->unit), ku}, v;
     pl__unit_budget b = {0};
-    int rc = mdb_get(txn, s->flow, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->flow, &k, &v);
     if (rc && rc != MDB_NOTFOUND)
         return rc;
     if (!rc && (*st = pl__units_decode(&b, op->resource, op->unit, v.mv_data,

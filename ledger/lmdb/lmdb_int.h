@@ -55,6 +55,9 @@ struct pl__lmdb_store {
      * read-only on an older store */
     MDB_dbi flow;
     bool has_flow;
+    /* the map's bounds (lmdb_bounds.c): the file's offset 0 in it, its
+     * end; 0 while unknown.  Changed under the resize lock held alone. */
+    uintptr_t map_lo, map_hi;
 };
 
 /* ---- lmdb_ident.c ---------------------------------------------------------- */
@@ -88,6 +91,19 @@ PL__HIDDEN int pl__lmdb_refuse_kind(const char *path, pl__lmdb_kind kind,
  * pl__lmdb_refuse_kind(). */
 PL__HIDDEN int pl__lmdb_probe(const char *path, bool dir,
                               bool must_exist) PL__MUST_CHECK;
+
+/* ---- lmdb_bounds.c ------------------------------------------------------- */
+
+/* mdb_get() and mdb_cursor_get(), but MDB_CORRUPTED for a key or value
+ * that runs past the data file (a damaged size): the store reads through
+ * these alone. */
+PL__HIDDEN int pl__lmdb_get(pl__lmdb_store *s, MDB_txn *txn, MDB_dbi dbi,
+                            MDB_val *k, MDB_val *v);
+PL__HIDDEN int pl__lmdb_cursor_get(pl__lmdb_store *s, MDB_cursor *c, MDB_val *k,
+                                   MDB_val *v, MDB_cursor_op op);
+/* Learn where the map is, at open and after each resize, with the resize
+ * lock held alone (or no other thread yet). */
+PL__HIDDEN void pl__lmdb_map_learn(pl__lmdb_store *s);
 
 /* ---- lmdb_env.c ---------------------------------------------------------- */
 

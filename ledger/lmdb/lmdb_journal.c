@@ -99,7 +99,7 @@ int pl__lmdb_held(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, int *st)
     MDB_val k = {8, key}, v;
     if ((rc = mdb_cursor_open(txn, s->held, &cur)))
         return rc;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
     bool held = !rc && k.mv_size >= 8 && !memcmp(k.mv_data, key, 8);
     mdb_cursor_close(cur);
     if (rc && rc != MDB_NOTFOUND)
@@ -126,7 +126,7 @@ static int check_writer(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     uint8_t key[8];
     pl__put_be64(key, run);
     MDB_val k = {8, key}, v;
-    rc = mdb_get(txn, s->writers, &k, &v);
+    rc = pl__lmdb_get(s, txn, s->writers, &k, &v);
     if (rc)
         return rc == MDB_NOTFOUND ? 0 : rc;
     MDB_val me = {sizeof s->writer, s->writer};
@@ -180,7 +180,8 @@ static int find_conflicts(pl__lmdb_store *s, MDB_txn *txn, const jstep *all,
             bad = !same_val(&all[i - 1].v, &all[i].v);
         } else {
             MDB_val have;
-            int rc = mdb_get(txn, s->steps, (MDB_val *)&all[i].k, &have);
+            int rc = pl__lmdb_get(s, txn, s->steps, (MDB_val *)&all[i].k,
+                                  &have);
             if (rc && rc != MDB_NOTFOUND)
                 return rc;
             bad = !rc && !same_val(&have, &all[i].v);
@@ -243,8 +244,8 @@ static int checkpoint_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     int rc = mdb_cursor_open(txn, s->journal, &cur);
     if (rc)
         return rc;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST); !rc;
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         size_t *grown = pl__grow(ends, &cap_recs, n_recs, sizeof *grown, 16);
         if (grown)
             ends = grown;
@@ -331,7 +332,7 @@ static int checkpoint_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                 /* moved already?  Only an identical step is harmless. */
                 MDB_val have;
                 *st = PL_OK;
-                if (!mdb_get(txn, s->steps, &all[i].k, &have) &&
+                if (!pl__lmdb_get(s, txn, s->steps, &all[i].k, &have) &&
                     same_val(&have, &all[i].v)) {
                     rc = 0;
                 } else if (!m->careful) {
@@ -377,7 +378,7 @@ static int may_journal(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         return rc;
     for (size_t i = 0; i < l->n; i++) {
         MDB_val k = {l->e[i].klen, (void *)pl__kvs_key(l, i)}, have;
-        rc = mdb_get(txn, s->steps, &k, &have);
+        rc = pl__lmdb_get(s, txn, s->steps, &k, &have);
         if (!rc) {
             *st = pl__err(
                 PL_EBUSY,
@@ -418,7 +419,7 @@ int pl__lmdb_journal_append(pl__lmdb_store *s, MDB_txn *txn,
         int rc = mdb_cursor_open(txn, s->journal, &cur);
         if (rc)
             return rc;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_LAST);
         mdb_cursor_close(cur);
         if (!rc && k.mv_size == 8)
             seq = pl__get_be64(k.mv_data) + 1;

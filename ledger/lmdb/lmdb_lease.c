@@ -96,7 +96,7 @@ static int get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run, pl__lease *out,
     uint8_t key[8];
     pl__put_be64(key, run);
     MDB_val k = {8, key}, v;
-    int rc = mdb_get(txn, s->leases, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->leases, &k, &v);
     if (!rc)
         *st = decode(s, run, &v, out);
     return rc;
@@ -269,8 +269,8 @@ static int unindexed(pl__lmdb_store *s, MDB_txn *txn, next_ctx *c, int *st)
     if (rc)
         return rc;
     MDB_val k, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST); !rc;
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 8) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a lease key is malformed",
                           s->path);
@@ -329,8 +329,8 @@ static int any_expired(pl__lmdb_store *s, bool *found)
     int rc = mdb_cursor_open(txn, s->leases, &cur);
     if (rc)
         cur = NULL;
-    for (rc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (rc = rc ? rc : pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST); !rc;
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         /* a malformed row counts as expired: the write reports it */
         if (v.mv_size < HEAD ||
             (int64_t)pl__get_be64((const uint8_t *)v.mv_data + 8) <= now) {

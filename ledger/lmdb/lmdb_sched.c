@@ -38,7 +38,7 @@ int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt)
     }
     if (bt->sched_expect) {
         /* only over the record read: another writer's change stands */
-        int rc = mdb_get(txn, s->schedules, &k, &v);
+        int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
         if (rc == MDB_NOTFOUND)
             return 0;
         if (rc)
@@ -66,8 +66,8 @@ int pl__lmdb_scheds(pl__lmdb_store *s, pl__kvs *out)
     int rc = mdb_cursor_open(txn, s->schedules, &cur);
     if (!rc) {
         MDB_val k, v;
-        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && !st;
-             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST); !rc && !st;
+             rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
             if (out->n == PL__SCHED_MAX) {
                 st = pl__err(PL_ECORRUPT,
                              "store '%s' holds more than %d schedules", s->path,

@@ -86,7 +86,7 @@ static int put_state(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt)
 static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
 {
     MDB_val k = {strlen(bt->create_id), (void *)bt->create_id}, v;
-    int rc = mdb_get(txn, s->runs, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->runs, &k, &v);
     if (!rc) {
         bt->rc = PL_EEXIST;
         return 0;
@@ -102,7 +102,7 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     }
     MDB_val nk = {8, "next_run"};
     uint64_t num = 1;
-    rc = mdb_get(txn, s->meta, &nk, &v);
+    rc = pl__lmdb_get(s, txn, s->meta, &nk, &v);
     if (!rc && v.mv_size == 8)
         num = pl__get_be64(v.mv_data);
     else if (rc != MDB_NOTFOUND)
@@ -113,7 +113,7 @@ static int create_run(pl__lmdb_store *s, MDB_txn *txn, pl__batch *bt, int *st)
     pl__put_be64(nkey, num);
     MDB_val sk = {8, nkey};
     if (num == 0 || num == UINT64_MAX ||
-        (rc = mdb_get(txn, s->state, &sk, &v)) != MDB_NOTFOUND) {
+        (rc = pl__lmdb_get(s, txn, s->state, &sk, &v)) != MDB_NOTFOUND) {
         if (rc && num && num != UINT64_MAX)
             return rc;
         *st = pl__err(
@@ -265,7 +265,7 @@ static int share_get_fn(const uint8_t *key, size_t klen, const uint8_t **val,
 {
     share_get *g = user;
     MDB_val k = {klen, (void *)key}, v;
-    int rc = mdb_get(g->txn, g->s->steps, &k, &v);
+    int rc = pl__lmdb_get(g->s, g->txn, g->s->steps, &k, &v);
     if (rc == MDB_NOTFOUND)
         return PL_ENOTFOUND;
     if (rc)
@@ -407,14 +407,14 @@ int pl__lmdb_read(pl__lmdb_store *s, const uint8_t *prefix, size_t prefix_len,
             pl__put_be32(key + prefix_len, want);
             k.mv_size = prefix_len + 4;
             k.mv_data = key;
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
             if (!rc && key_cmp(k.mv_data, k.mv_size, key, prefix_len + 4) < 0) {
                 st = out_of_order(s, s->steps, &k, key, prefix_len + 4,
                                   "reading a ledger");
                 break;
             }
         } else {
-            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
         }
         if (rc)
             break;
@@ -507,10 +507,11 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
     size_t bytes = 0;
     int rc = mdb_cursor_open(txn, dbi, &cur);
     if (!rc)
-        rc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v,
+                                 k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
     if (!rc && after && k.mv_size == after_len &&
         memcmp(k.mv_data, after, after_len) == 0)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
     while (!rc && out->n < max_n) {
         if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) <= 0) {
             st = out_of_order(s, dbi, &k, prev, prev_len, what);
@@ -518,7 +519,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
         }
         if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0) {
             MDB_val past = k;
-            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
             if (!rc &&
                 key_cmp(k.mv_data, k.mv_size, past.mv_data, past.mv_size) <= 0)
                 st = out_of_order(s, dbi, &k, past.mv_data, past.mv_size, what);
@@ -535,7 +536,7 @@ static int page(pl__lmdb_store *s, MDB_dbi dbi, const void *prefix, size_t plen,
         bytes += k.mv_size + v.mv_size;
         prev = k.mv_data;
         prev_len = k.mv_size;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
     }
     if (!st && rc && rc != MDB_NOTFOUND)
         st = pl__lmdb_err(s, rc, what);
@@ -579,10 +580,10 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
         if (!rc && !st)
             rc = mdb_cursor_open(txn, s->steps, &cur);
         if (!rc && !st)
-            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
         if (!rc && !st && last_len && k.mv_size == last_len &&
             memcmp(k.mv_data, last, last_len) == 0)
-            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
         more = false;
         /* strictly forward: after the last key handed out, and each key
          * after the one before (a changed key cannot make a re-seek visit
@@ -614,7 +615,7 @@ int pl__lmdb_each_step(pl__lmdb_store *s, uint64_t run, pl__step_fn fn,
                 more = true;
                 break;
             }
-            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT);
         }
         if (!st && rc && rc != MDB_NOTFOUND)
             st = pl__lmdb_err(s, rc, "reading a run's steps");
@@ -637,7 +638,7 @@ int pl__lmdb_run_find(pl__lmdb_store *s, const char *id, uint64_t *num,
     if (st)
         return st;
     MDB_val k = {strlen(id), (void *)id}, v;
-    int rc = mdb_get(txn, s->runs, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->runs, &k, &v);
     if (rc == MDB_NOTFOUND) {
         st = pl__err(PL_ENOTFOUND, "no run '%s' in store '%s'", id, s->path);
     } else if (rc) {
@@ -665,7 +666,7 @@ int pl__lmdb_state_get(pl__lmdb_store *s, uint64_t num, pl__buf *state)
     uint8_t key[8];
     pl__put_be64(key, num);
     MDB_val k = {8, key}, v;
-    int rc = mdb_get(txn, s->state, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->state, &k, &v);
     if (rc == MDB_NOTFOUND)
         st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
                      (unsigned long long)num);
@@ -698,7 +699,7 @@ static int update_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     int rc = pl__lmdb_held(s, txn, c->num, st);
     if (rc || *st)
         return rc;
-    rc = mdb_get(txn, s->state, &k, &v);
+    rc = pl__lmdb_get(s, txn, s->state, &k, &v);
     if (rc == MDB_NOTFOUND) {
         *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
                       (unsigned long long)c->num);
@@ -765,13 +766,13 @@ static int runs_desc(pl__lmdb_store *s, const char *before, size_t max_n,
     int rc = mdb_cursor_open(txn, s->runs, &cur);
     if (!rc && before) {
         /* the first id at or after before, then the one before it */
-        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
         if (rc == MDB_NOTFOUND)
-            rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_LAST);
         else if (!rc)
-            rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+            rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_PREV);
     } else if (!rc) {
-        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_LAST);
     }
     while (!rc && out->n < max_n) {
         if (prev && key_cmp(k.mv_data, k.mv_size, prev, prev_len) >= 0) {
@@ -789,7 +790,7 @@ static int runs_desc(pl__lmdb_store *s, const char *before, size_t max_n,
             break;
         prev = k.mv_data;
         prev_len = k.mv_size;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_PREV);
     }
     if (!st && rc && rc != MDB_NOTFOUND)
         st = pl__lmdb_err(s, rc, "listing runs");

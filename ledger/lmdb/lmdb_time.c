@@ -57,7 +57,7 @@ static int timer_get(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     uint8_t key[8];
     pl__put_be64(key, run);
     MDB_val k = {8, key}, v;
-    int rc = mdb_get(txn, s->timers, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->timers, &k, &v);
     if (!rc && (*st = pl__timer_decode(due, id, v.mv_data, v.mv_size)))
         *st = pl__err(*st, "store '%s', the timer of run #%llu: %s", s->path,
                       (unsigned long long)run, pl_errmsg());
@@ -215,7 +215,7 @@ static int earliest(pl__lmdb_store *s, int64_t *due)
     MDB_val k, v;
     int rc = mdb_cursor_open(txn, s->due, &cur);
     if (!rc) {
-        rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_FIRST);
         if (!rc && k.mv_size == 16) {
             *due = (int64_t)pl__get_be64(k.mv_data);
             int64_t tdue;
@@ -359,10 +359,11 @@ static int due_batch(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, int64_t now,
     MDB_val k = {16, at}, v;
     *found = 0;
     *more = false;
-    rc = mdb_cursor_get(cur, &k, &v, *past ? MDB_SET_RANGE : MDB_FIRST);
+    rc = pl__lmdb_cursor_get(s, cur, &k, &v, *past ? MDB_SET_RANGE : MDB_FIRST);
     if (!rc && *past && k.mv_size == 16 && memcmp(k.mv_data, at, 16) == 0)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT); /* the last one read */
-    for (; !rc; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v,
+                                 MDB_NEXT); /* the last one read */
+    for (; !rc; rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16) {
             *st = pl__err(PL_ECORRUPT, "store '%s': a timer key is malformed",
                           s->path);
@@ -495,7 +496,7 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
         return rc; /* stale entries dropped are written */
     pl__lease *l = &c->t.out[0];
     MDB_val k = {strlen(l->id), l->id}, v;
-    if ((rc = mdb_get(txn, s->runs, &k, &v)) && rc != MDB_NOTFOUND)
+    if ((rc = pl__lmdb_get(s, txn, s->runs, &k, &v)) && rc != MDB_NOTFOUND)
         return rc;
     /* a run not there, or without a state: the timer is taken all the
      * same (else it would be due again at once, for ever) */
@@ -515,7 +516,7 @@ static int due_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     MDB_val sk = {8, key}, sv;
     if ((rc = pl__lmdb_held(s, txn, l->run, st)) || *st)
         return rc;
-    if ((rc = mdb_get(txn, s->state, &sk, &sv)) == MDB_NOTFOUND) {
+    if ((rc = pl__lmdb_get(s, txn, s->state, &sk, &sv)) == MDB_NOTFOUND) {
         c->fst = pl__err(PL_ECORRUPT, "run #%llu has no state record",
                          (unsigned long long)l->run);
         return 0;
@@ -670,7 +671,7 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     uint8_t key[16];
     pl__put_be64(key, c->run);
     MDB_val k = {8, key}, v;
-    int rc = mdb_get(txn, s->state, &k, &v);
+    int rc = pl__lmdb_get(s, txn, s->state, &k, &v);
     if (rc == MDB_NOTFOUND) {
         *st = pl__err(PL_ECORRUPT, "run #%llu has no state record",
                       (unsigned long long)c->run);
@@ -695,11 +696,11 @@ static int put_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
     pl__put_be64(key + 8, UINT64_MAX);
     k.mv_size = 16;
     c->seq = 1;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE);
     if (rc == MDB_NOTFOUND)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_LAST);
     else if (!rc)
-        rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+        rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_PREV);
     if (!rc && k.mv_size == 16 && pl__get_be64(k.mv_data) == c->run)
         c->seq = pl__get_be64((const uint8_t *)k.mv_data + 8) + 1;
     mdb_cursor_close(cur);
@@ -752,8 +753,8 @@ static int inbox_walk(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
     int rc = mdb_cursor_open(txn, s->inbox, &cur);
     if (rc)
         return rc;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !rc && !*st;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    for (rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_SET_RANGE); !rc && !*st;
+         rc = pl__lmdb_cursor_get(s, cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 16 || pl__get_be64(k.mv_data) != run)
             break;
         *any = true;

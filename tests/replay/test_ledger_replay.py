@@ -178,6 +178,13 @@ def case_usage():
             [s.path, "--plugin", ARGS.order_plugin, "--fork", "x"],  # no --at
             [s.path, "--plugin", ARGS.order_plugin, "--all", "--at", "0:1"],
             [s.path, "extra", "--plugin", ARGS.order_plugin, "--all"],
+            # an --mcp that is no NAME=SPEC, however it is not: usage
+            [s.path, "--mcp", "fs", "--check"],
+            [s.path, "--mcp", "fs=stdio:", "--check"],
+            [s.path, "--mcp", "fs=stdio:   ", "--check"],
+            [s.path, "--mcp", "fs=nonsense", "--check"],
+            [s.path, "--mcp", "fs=", "--check"],
+            [s.path, "--mcp", "a.b=stdio:true", "--check"],
             # flow control: --submit's, in range, the key with its limit
             [s.path, "--plugin", ARGS.order_plugin, "--all", "--priority",
              "1"],

@@ -314,6 +314,12 @@ def case_bad_flags():
                    expect=1)
         check("--trace" in p.stderr and "cannot open" in p.stderr,
               "no clear error", p.stderr)
+        # a FIFO no process reads: refused at once, not waited on
+        fifo = os.path.join(tmp, "trace.fifo")
+        os.mkfifo(fifo)
+        p = replay(tmp, "--run", run_id, "--trace", fifo, expect=1)
+        check("--trace" in p.stderr and "FIFO no process reads" in p.stderr,
+              "no clear error", p.stderr)
         p = replay(tmp, "--run", run_id, "--otel", "ftp://127.0.0.1:1",
                    expect=1)
         check("--otel" in p.stderr and "http" in p.stderr, "no clear error",
