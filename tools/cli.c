@@ -804,7 +804,8 @@ void cli_close_store(pl_engine *engine, pl_registry *registry)
 
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
- * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ * Returns NULL (and says why on stderr) on any failure, a file holding a
+ * NUL byte among them (its text would end there).  Caller frees.
  */
 char *cli_read_all(const char *path, size_t max)
 {
@@ -815,7 +816,7 @@ char *cli_read_all(const char *path, size_t max)
         return NULL;
     }
     size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
+    char *buf = malloc(cap), *nul = NULL;
     while (buf) {
         if (cap - len < 2) {
             char *grown = cap > max ? NULL : realloc(buf, cap * 2);
@@ -839,6 +840,13 @@ char *cli_read_all(const char *path, size_t max)
                 cli_error("cannot read %s: %s", QUOTE(path), strerror(err));
                 free(buf);
                 buf = NULL;
+            } else if ((nul = memchr(buf, '\0', len))) {
+                /* the text would end there, the rest of it unread */
+                cli_error("%s holds a NUL byte (at byte %zu): it must be "
+                          "text",
+                          QUOTE(path), (size_t)(nul - buf));
+                free(buf);
+                buf = NULL;
             } else {
                 buf[len] = '\0';
             }
@@ -856,11 +864,10 @@ char *cli_read_all(const char *path, size_t max)
  */
 cJSON *cli_parse_object(const char *text, const char *what)
 {
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithOpts(text, &end, true);
-    if (!v) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        cli_error("%s is not valid JSON (error near byte %zu)", what, at);
+    /* a string cJSON would cut at a NUL is refused, naming it */
+    cJSON *v = NULL;
+    if (pl_json_parse(&v, text, strlen(text))) {
+        cli_error("%s: %s", what, pl_errmsg());
         return NULL;
     }
     if (!cJSON_IsObject(v)) {

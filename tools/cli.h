@@ -244,13 +244,15 @@ int cli_runs_each(pl_engine *engine, pl_run_visit_fn visit,
 
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
- * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ * Returns NULL (and says why on stderr) on any failure, a file holding a
+ * NUL byte among them (its text would end there).  Caller frees.
  */
 char *cli_read_all(const char *path, size_t max);
 
 /*
- * Parse @p text as one JSON object.  On failure says what is wrong (and
- * where) on stderr, naming @p what, and returns NULL.  Caller frees.
+ * Parse @p text as one JSON object (pl_json_parse(): a string holding
+ * \u0000 is refused).  On failure says what is wrong (and where) on
+ * stderr, naming @p what, and returns NULL.  Caller frees.
  */
 cJSON *cli_parse_object(const char *text, const char *what);
 
