@@ -155,16 +155,50 @@ static int saga(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return st ? st : echo_or_undo(ctx, out);
 }
 
+/*
+ * "undo_waits": waits for "go"; cancelled, its compensation waits too
+ * (payload.then "sleep": an hour; else for the event "ack", forever),
+ * keeps what that wait returned in g_comp_wait, calls "undo" and returns
+ * PL_ECANCELLED.
+ */
+atomic_int g_comp_wait;
+
+static int undo_waits(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    p = NULL;
+    if (st != PL_ECANCELLED)
+        return st ? st : pl_steps_add_resultf(out, "{}");
+    const cJSON *then = cJSON_GetObjectItemCaseSensitive(a->payload, "then");
+    int w = cJSON_IsString(then) && strcmp(then->valuestring, "sleep") == 0
+                ? pl_ctx_sleep(ctx, 3600000)
+                : pl_ctx_wait_event(&p, ctx, "ack", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    atomic_store(&g_comp_wait, w);
+    if (w && w != PL_ECANCELLED)
+        return w;
+    int ust = pl_ctx_invoke(NULL, ctx, "undo", pl_json_empty());
+    return ust ? ust : PL_ECANCELLED;
+}
+
 pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
     struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"sleeper", sleeper},     {"undo", undo},
-                {"waiter", waiter},       {"inflight", inflight},
-                {"cancel_me", cancel_me}, {"nested", nested},
-                {"book", book},           {"saga", saga}};
+    } defs[] = {{"sleeper", sleeper},
+                {"undo", undo},
+                {"waiter", waiter},
+                {"inflight", inflight},
+                {"cancel_me", cancel_me},
+                {"nested", nested},
+                {"book", book},
+                {"saga", saga},
+                {"undo_waits", undo_waits}};
     for (size_t i = 0; i < sizeof defs / sizeof *defs; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = defs[i].name;

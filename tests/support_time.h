@@ -17,8 +17,11 @@ extern atomic_int g_undo, g_inflight;
  * "saga" dies after "book" (support_time.c). */
 extern atomic_int g_booked, g_book_stops, g_saga_dies;
 
+/* What the compensation of "undo_waits" got from its wait. */
+extern atomic_int g_comp_wait;
+
 /* t_registry() and the policies of these tests: "sleeper", "undo",
- * "waiter", "inflight", "cancel_me", "nested", "book", "saga". */
+ * "waiter", "inflight", "cancel_me", "nested", "book", "saga", "undo_waits". */
 pl_registry *registry(void);
 /* An engine on a new store that parks every waiting run (no wait in
  * place). */

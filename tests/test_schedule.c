@@ -711,3 +711,64 @@ Test(schedule, a_worker_reports_a_failed_firing)
     cJSON_Delete(list);
     s_close(e);
 }
+
+/* "nap": sleeps payload.ms, then returns {} (a waiting run's policy). */
+static int nap(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)u;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(a->payload, "ms");
+    int st = pl_ctx_sleep(ctx, (int64_t)cJSON_GetNumberValue(ms));
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+/* A schedule whose firing fails every time (its payload over the engine's
+ * max_payload) stops no waiting run: pl_engine_wake() still continues the
+ * runs due, says when the next is due, and reports the failure. */
+Test(schedule, a_failing_schedule_leaves_engine_wake_to_wake_the_runs)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.max_payload = 1024;
+    s_reg = t_registry();
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "nap";
+    d.fn = nap;
+    cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "big";
+    sc.cron = "* * * * *";
+    sc.policy = "echo";
+    sc.catch_up = PL_CATCH_UP_LATEST;
+    sc.start_ms = now_ms - 2 * MIN_MS;
+    char text[2048];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "s", text);
+    sc.payload = p;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pl_outcome *out = t_start(e, "nap", "{\"ms\":1}", "napper");
+    cr_assert_eq(out->status, PL_RUN_WAITING);
+    pl_outcome_free(out);
+    int st = PL_OK;
+    int64_t next = 0;
+    for (int i = 0; i < 12000 && status_of(e, "napper") == PL_RUN_WAITING;
+         i++) {
+        st = pl_engine_wake(e, &next);
+        struct timespec nap_ts = {0, 5000000L};
+        nanosleep(&nap_ts, NULL);
+    }
+    cr_expect_eq(st, PL_ELIMIT, "the schedule's failure: %s",
+                 pl_status_name(st));
+    cr_expect_eq(status_of(e, "napper"), PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(status_of(e, "napper")));
+    cr_expect_gt(next, 0, "the next tick is said");
+    s_close(e);
+}

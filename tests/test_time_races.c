@@ -3,7 +3,8 @@
  * workers and races: a worker wakes every sleeping run once, a timeout
  * racing a signal and a cancel racing completion each end one way only;
  * and the edges: a call of a fan-out cannot wait, a sleep until a time
- * gone goes on at once, a fan-out cancelled while its calls run.  test_time.c has the rest; what they share is in
+ * gone goes on at once, a fan-out cancelled while its calls run, a wait
+ * after the cancellation.  test_time.c has the rest; what they share is in
  * support_time.c.
  *
  * Runs on LMDB and, as pg_test_time_races, on PostgreSQL.  No test
@@ -252,6 +253,45 @@ Test(time, a_sleep_in_place_ends_at_a_cancellation)
     cr_expect_eq(pl_run_verify(e, "inplace"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* A compensation that waits (for an event that never comes, or an hour)
+ * would park a run its cancellation was to end at once, as `waiting`, and
+ * every later cancellation would find it cancelled and leave it there:
+ * past its cancellation, a wait returns PL_ECANCELLED at once. */
+Test(time, a_wait_after_the_cancellation_ends_at_once)
+{
+    const char *then[2] = {"wait", "sleep"};
+    for (int k = 0; k < 2; k++) {
+        pl_registry *reg = registry();
+        pl_engine *e = engine_parking(reg);
+        char id[32], payload[64];
+        snprintf(id, sizeof id, "comp-%s", then[k]);
+        snprintf(payload, sizeof payload, "{\"then\":\"%s\"}", then[k]);
+        atomic_store(&g_undo, 0);
+        atomic_store(&g_comp_wait, 1);
+        pl_outcome *o = t_start(e, "undo_waits", payload, id);
+        cr_assert_eq(o->status, PL_RUN_WAITING);
+        pl_outcome_free(o);
+        cr_assert_eq(pl_run_cancel(e, id, "stop"), PL_OK, "%s", pl_errmsg());
+        cr_expect_eq(atomic_load(&g_comp_wait), PL_ECANCELLED,
+                     "%s: the compensation's wait returned %s", then[k],
+                     pl_status_name(atomic_load(&g_comp_wait)));
+        cr_expect_eq(status_of(e, id), PL_RUN_CANCELLED, "%s: %s", then[k],
+                     pl_run_status_name(status_of(e, id)));
+        cr_expect_eq(atomic_load(&g_undo), 1);
+        cr_expect_eq(pl_run_verify(e, id), PL_OK, "%s", pl_errmsg());
+        /* the replay returns the same, executing nothing */
+        pl_run_options ro = PL_RUN_OPTIONS_INIT;
+        ro.check = true;
+        cr_assert_eq(pl_run_continue(&o, e, id, &ro), PL_OK, "%s", pl_errmsg());
+        cr_expect_eq(o->status, PL_RUN_CANCELLED);
+        pl_outcome_free(o);
+        cr_expect_eq(atomic_load(&g_undo), 1);
+        cr_expect_eq(pl_run_cancel(e, id, "again"), PL_ESTATE);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
 }
 
 /* "fan": two calls at once of payload.policy ("waiter" when absent), with

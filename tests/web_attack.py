@@ -534,15 +534,44 @@ def held_export(s, check):
     return c
 
 
+def stream(s, check, rcvbuf=None):
+    """A new event stream from 127.0.0.1, its answer's status seen (not
+    taken): 200.  A 503 while a place is still held by a stream of an
+    earlier case, whose client is gone (the server sees that at its next
+    write to it, a keep-alive at most later), is asked again."""
+    deadline = time.time() + GUARD
+    while True:
+        c = socket.socket()
+        if rcvbuf:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        c.settimeout(GUARD)
+        c.connect((s.host, s.port))
+        c.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
+                   (s.host, s.port)).encode())
+        while (len(c.recv(12, socket.MSG_PEEK)) < 12 and
+               time.time() < deadline):
+            time.sleep(0.01)
+        st = parse(c.recv(12, socket.MSG_PEEK))[0]
+        if st != 503 or time.time() > deadline:
+            check(st == 200, "an event stream: 200 (%s)" % st)
+            return c
+        c.close()
+        time.sleep(0.5)
+
+
 def stalled_streams(s, check):
     # an event stream whose client never reads held its place for ever
     # once its socket's buffers were full (the server's writes went on
     # into them).  Now one whose client took none of its bytes for the
-    # stall bound (--stall-timeout 2 here) is reset; one that reads is not
+    # stall bound (--stall-timeout 2 here) is reset; one that reads is not.
+    # Every one of the 16 streams is seen taken (the reader's too), and the
+    # 15 that will not read open with room for every event that may come
+    # meanwhile (a loaded host takes long to open them, and any run's
+    # change is an event), so none can stall before the 17th is refused;
+    # only then is their room taken away, and the events that follow fill
+    # their windows
     got, ended = bytearray(), []
-    reader = socket.create_connection((s.host, s.port), timeout=GUARD)
-    reader.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
-                    (s.host, s.port)).encode())
+    reader = stream(s, check)
 
     def read():
         while True:
@@ -560,40 +589,30 @@ def stalled_streams(s, check):
     stuck, fresh, forks = [], [], []
     try:
         for _ in range(15):  # with the reader, the 16 streams there are
-            c = socket.socket()
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
-            c.settimeout(GUARD)
-            c.connect((s.host, s.port))
-            c.sendall(("GET /api/events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" %
-                       (s.host, s.port)).encode())
-            # its answer seen, not taken
-            deadline = time.time() + GUARD
-            while (len(c.recv(12, socket.MSG_PEEK)) < 12 and
-                   time.time() < deadline):
-                time.sleep(0.01)
-            check(parse(c.recv(12, socket.MSG_PEEK))[0] == 200,
-                  "a stream that will not read: 200")
+            c = stream(s, check, rcvbuf=1 << 20)
             stuck.append(c)
         c, head = ask(s, "/api/events", "127.0.0.4")
         c.close()
         check(parse(head)[0] == 503 and header(head, "Retry-After"),
               "the 16 streams taken: 503 with Retry-After (%s)" % head)
+        for c in stuck:  # a byte of room: what comes next waits
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
         # events (forks of a run: each a new run) until the windows of
         # the streams that do not read are full; then their places are
-        # freed, one after another
+        # freed, one after another (the new ones, which do not read
+        # either, with room for every event)
         deadline = time.time() + GUARD
         while len(fresh) < 15 and time.time() < deadline:
-            if len(forks) < 3:
-                forks.append("zz-stall-%d" % time.time_ns())
-                st, _, out = post(s, "/api/runs/order-1/fork", body=json.dumps(
-                    {"at": "0:2", "new_id": forks[-1]}).encode())
-                check(st == 200, "fork %s: %s %s" % (forks[-1], st, out[:200]))
-            c, head = ask(s, "/api/events", "127.0.0.4")
+            c, head = ask(s, "/api/events", "127.0.0.4", rcvbuf=1 << 20)
             if parse(head)[0] == 200:
                 fresh.append(c)
-            else:
-                c.close()
-                time.sleep(0.5)
+                continue
+            c.close()
+            forks.append("zz-stall-%d" % time.time_ns())
+            st, _, out = post(s, "/api/runs/order-1/fork", body=json.dumps(
+                {"at": "0:2", "new_id": forks[-1]}).encode())
+            check(st == 200, "fork %s: %s %s" % (forks[-1], st, out[:200]))
+            time.sleep(0.5)
         figures(s, "15 streams stalled, then 15 new")
         check(len(fresh) == 15, "the 15 streams not read are closed, and "
               "15 new ones taken: %d" % len(fresh))

@@ -632,7 +632,8 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     return true;
 }
 
-bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last)
+bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last,
+                     bool reverse)
 {
     if (strncmp(msg, "run '", 5))
         return false;
@@ -641,13 +642,16 @@ bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last)
         return false;
     memcpy(out, msg + 5, n);
     out[n] = '\0';
-    return cli_run_id_ok(out) && strcmp(out, last) > 0;
+    if (!cli_run_id_ok(out))
+        return false;
+    int past = strcmp(out, last);
+    return reverse ? !last[0] || past < 0 : past > 0;
 }
 
 typedef struct runs_each {
     pl_run_visit_fn visit;
     void *user;
-    char last[PL_MAX_RUN_ID + 1]; /* the last run visited */
+    char last[PL_MAX_RUN_ID + 3]; /* the last run visited, or the start */
 } runs_each;
 
 static int each_visit(const pl_run_info *ri, void *user)
@@ -657,22 +661,25 @@ static int each_visit(const pl_run_info *ri, void *user)
     return x->visit(ri, x->user);
 }
 
-int cli_runs_each(pl_engine *e, pl_run_visit_fn visit,
-                  void (*damaged)(const char *id, const char *msg, void *user),
-                  void *user)
+int cli_runs_each(pl_engine *e, const pl_runs_options *from,
+                  pl_run_visit_fn visit, cli_damaged_fn damaged, void *user)
 {
     runs_each x = {visit, user, ""};
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    if (from)
+        ro = *from;
+    snprintf(x.last, sizeof x.last, "%s", ro.after ? ro.after : "");
     for (;;) {
-        pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
         ro.after = x.last;
         int st = pl_engine_runs_from(e, &ro, each_visit, &x);
         char bad[PL_MAX_RUN_ID + 1];
         if (st != PL_ECORRUPT ||
-            !cli_damaged_run(bad, sizeof bad, pl_errmsg(), x.last))
+            !cli_damaged_run(bad, sizeof bad, pl_errmsg(), x.last, ro.reverse))
             return st;
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", pl_errmsg());
-        damaged(bad, msg, user);
+        if ((st = damaged(bad, msg, user)) != 0)
+            return st;
         snprintf(x.last, sizeof x.last, "%s", bad);
     }
 }

@@ -152,22 +152,23 @@ static int list_visit(const pl_run_info *ri, void *user)
     return c->oom;
 }
 
-static void width_damaged(const char *id, const char *msg, void *user)
+static int width_damaged(const char *id, const char *msg, void *user)
 {
     (void)id;
     (void)msg;
     (void)user;
+    return 0;
 }
 
 /* A run whose record cannot be read is listed as damaged, whatever the
  * filters: the others are listed past it, and the exit status says so. */
-static void list_damaged(const char *id, const char *msg, void *user)
+static int list_damaged(const char *id, const char *msg, void *user)
 {
     list_ctx *c = user;
     c->damaged++;
     if (c->o->format == FMT_TEXT) {
         printf("%-36s  damaged: %s\n", cli_text(id), cli_text(msg));
-        return;
+        return 0;
     }
     cJSON *j = cJSON_CreateObject();
     if (!j || !cJSON_AddStringToObject(j, "id", id) ||
@@ -180,6 +181,7 @@ static void list_damaged(const char *id, const char *msg, void *user)
     } else {
         cJSON_AddItemToArray(c->all, j);
     }
+    return c->oom;
 }
 
 int cmd_list(pl_engine *e, const opts *o)
@@ -188,14 +190,14 @@ int cmd_list(pl_engine *e, const opts *o)
     if (o->format == FMT_JSON && !(c.all = cJSON_CreateArray()))
         c.oom = true;
     int st = c.oom ? PL_ENOMEM
-                   : cli_runs_each(e, width_visit, width_damaged, &c);
+                   : cli_runs_each(e, NULL, width_visit, width_damaged, &c);
     if (!st) {
         count_crashed(e, &c);
         if (o->format == FMT_TEXT)
             printf("%-36s  %-16s  %-*s  %6s  %-19s  %s\n", "RUN", "POLICY",
                    c.status_width, "STATUS", "STEPS", "CREATED (UTC)",
                    "UPDATED (UTC)");
-        st = cli_runs_each(e, list_visit, list_damaged, &c);
+        st = cli_runs_each(e, NULL, list_visit, list_damaged, &c);
     }
     if (c.oom) {
         cli_error("out of memory");

@@ -136,7 +136,7 @@ static void list_all(verify_ctx *v)
         snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
         const char *last = v->n_ids ? v->ids[v->n_ids - 1] : cursor;
         if (st == PL_ECORRUPT &&
-            cli_damaged_run(bad, sizeof bad, pl_errmsg(), last)) {
+            cli_damaged_run(bad, sizeof bad, pl_errmsg(), last, false)) {
             if (add_id(v, bad, msg))
                 return;
             snprintf(cursor, sizeof cursor, "%s", bad);

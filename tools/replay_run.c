@@ -141,7 +141,7 @@ static int visit_crashed(const pl_run_info *info, void *user)
 
 /* A run whose record cannot be read is skipped, saying why; the others
  * are continued, and the exit status is the store's. */
-static void skip_damaged(const char *id, const char *msg, void *user)
+static int skip_damaged(const char *id, const char *msg, void *user)
 {
     all_ctx *a = user;
     tool *t = a->t;
@@ -149,7 +149,7 @@ static void skip_damaged(const char *id, const char *msg, void *user)
     worst(t, EXIT_OPEN);
     cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
     if (!t->opt.json)
-        return;
+        return 0;
     cJSON *s = cJSON_CreateObject();
     if (s && cJSON_AddStringToObject(s, "run_id", id) &&
         cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
@@ -157,12 +157,13 @@ static void skip_damaged(const char *id, const char *msg, void *user)
         cJSON_AddItemToArray(t->skipped, s);
     else
         cJSON_Delete(s);
+    return 0;
 }
 
 void mode_all(tool *t)
 {
     all_ctx a = {t, {0}, 0};
-    int st = cli_runs_each(t->engine, visit_crashed, skip_damaged, &a);
+    int st = cli_runs_each(t->engine, NULL, visit_crashed, skip_damaged, &a);
     if (st) {
         cli_error("listing the runs of %s: %s (%s)",
                   QUOTE(cli_store_shown(t->opt.store)),

@@ -101,6 +101,7 @@ typedef struct web {
     pthread_cond_t wake;    /* the counts thread's */
     bool stopping;
     uint64_t counts[WEB_STATUS_N], counts_total;
+    uint64_t counts_damaged; /* run records that cannot be read */
     bool counts_complete;
     int64_t counts_as_of_us, counts_scan_us;
     bool counts_dirty;
@@ -267,9 +268,13 @@ const char *web_marks_find(const web_marks *m, const char *step_id);
 int api_runs(web *w, const web_req *r, cJSON **out);
 int api_inbox(web *w, const web_req *r, cJSON **out);
 
+/* status=damaged: the runs whose record cannot be read alone. */
+#define WEB_DAMAGED (-2)
+
 /* The list's filters, from a request's arguments. */
 typedef struct web_filter {
-    int status; /* 0: any; a pl_run_status; -1: crashed */
+    int status; /* 0: any; a pl_run_status; -1: crashed; WEB_DAMAGED:
+                 * none but the damaged runs, which every status shows */
     const char *policy, *prefix, *q;
     int64_t since_us, until_us; /* 0: unbounded */
     bool asc;
@@ -310,6 +315,10 @@ void web_filter_start(const web_filter *f, char *out, size_t n);
 /* A run as the list shows it, reading its steps (for its tokens and
  * in-doubt calls) if @p budget has room for them; NULL on OOM. */
 cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget);
+/* A run whose record cannot be read (a listing met it damaged:
+ * cli_runs_each()) as the list shows it: {"id", "state": "damaged",
+ * "damaged": @p msg, the reason}.  NULL on OOM. */
+cJSON *web_damaged_json(const char *id, const char *msg);
 /* The status the list names: "crashed" for a run whose owner is gone. */
 const char *web_status_name(const pl_run_info *ri);
 

@@ -570,12 +570,13 @@ int api_action(web *w, const char *id, const char *action, const web_req *r,
 typedef enum { PICK_CRASHED, PICK_UNFINISHED, PICK_ENDED } pick_what;
 
 /* The runs a batch acts on, each {run_id, state, root_policy, created_us}
- * in a JSON array (the dry run's answer). */
+ * in a JSON array (the dry run's answer); and those it passes over, whose
+ * record cannot be read (damaged), each {run_id, reason, message}. */
 typedef struct pick {
     web *w;
     const web_filter *f;
     pick_what what;
-    cJSON *runs;
+    cJSON *runs, *skipped;
     size_t n, scanned;
     web_search search;
     bool truncated, oom;
@@ -617,6 +618,30 @@ static int pick_visit(const pl_run_info *ri, void *user)
     return 0;
 }
 
+/* A run whose record cannot be read: not acted on, and named as skipped,
+ * whatever the filters but its prefix; the others are picked past it. */
+static int pick_damaged(const char *id, const char *msg, void *user)
+{
+    pick *p = user;
+    if (p->n == p->f->limit || p->scanned == WEB_SCAN_MAX) {
+        p->truncated = true;
+        return 1;
+    }
+    p->scanned++;
+    if (p->f->prefix && strncmp(id, p->f->prefix, strlen(p->f->prefix)) != 0)
+        return 0;
+    cJSON *r = cJSON_CreateObject();
+    if (!r || !cJSON_AddStringToObject(r, "run_id", id) ||
+        !cJSON_AddStringToObject(r, "reason", "its record cannot be read") ||
+        !cJSON_AddStringToObject(r, "message", msg) ||
+        !cJSON_AddItemToArray(p->skipped, r)) {
+        cJSON_Delete(r);
+        p->oom = true;
+        return 1;
+    }
+    return 0;
+}
+
 int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
 {
     static const char *const done_key[] = {"continued", "cancelled", "deleted"};
@@ -646,10 +671,13 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
               .what = k == 0   ? PICK_CRASHED
                       : k == 1 ? PICK_UNFINISHED
                                : PICK_ENDED,
-              .runs = cJSON_CreateArray()};
+              .runs = cJSON_CreateArray(),
+              .skipped = cJSON_CreateArray()};
     cJSON *doc = cJSON_CreateObject(), *acted = NULL;
-    if (!p.runs || !doc || (!dry_run && !(acted = cJSON_CreateArray()))) {
+    if (!p.runs || !p.skipped || !doc ||
+        (!dry_run && !(acted = cJSON_CreateArray()))) {
         cJSON_Delete(p.runs);
+        cJSON_Delete(p.skipped);
         cJSON_Delete(doc);
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
     }
@@ -658,7 +686,7 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     pl_runs_options o = PL_RUNS_OPTIONS_INIT;
     o.after = start;
     o.reverse = !f.asc;
-    int st = pl_engine_runs_from(w->engine, &o, pick_visit, &p);
+    int st = cli_runs_each(w->engine, &o, pick_visit, pick_damaged, &p);
     if (st < 0)
         http = web_fail_status(out, st, "listing runs");
     else if (p.oom)
@@ -686,10 +714,12 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     }
     if (http != 200) {
         cJSON_Delete(p.runs);
+        cJSON_Delete(p.skipped);
         cJSON_Delete(acted);
         cJSON_Delete(doc);
         return http;
     }
+    cJSON_AddItemToObject(doc, "skipped", p.skipped);
     if (dry_run) {
         cJSON_AddTrueToObject(doc, "dry_run");
         cJSON_AddStringToObject(doc, "action", verbs[k]);

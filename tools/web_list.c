@@ -11,6 +11,11 @@
  * its record does not match, within bounds per run and per request (see
  * web_filter_match()); a request whose search bounds are spent stops
  * before the run it could not decide, the same way.
+ *
+ * A run whose record cannot be read (damaged: its checksum fails) is
+ * shown where it stands, whatever the filters but its prefix, as
+ * web_damaged_json() makes it, and the listing goes on past it
+ * (cli_runs_each()); status=damaged shows those alone.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -62,6 +67,8 @@ int web_filter_parse(web_filter *f, const web_req *r, size_t limit_max,
     if ((v = web_arg(r, "status")) && *v) {
         if (!strcmp(v, "crashed"))
             f->status = -1;
+        else if (!strcmp(v, "damaged"))
+            f->status = WEB_DAMAGED;
         else {
             for (int s = 1; s < WEB_STATUS_N; s++)
                 if (pl_run_status_name((pl_run_status)s) &&
@@ -71,7 +78,7 @@ int web_filter_parse(web_filter *f, const web_req *r, size_t limit_max,
                 return web_fail(out, 400, "bad_status",
                                 "status: one of running, crashed, suspended, "
                                 "completed, failed, submitted, waiting, "
-                                "cancelled, superseded, continued");
+                                "cancelled, superseded, continued, damaged");
         }
     }
     if ((v = web_arg(r, "policy")) && *v)
@@ -208,6 +215,8 @@ static int steps_match(web *w, const char *q, const pl_run_info *ri,
 int web_filter_match(web *w, const web_filter *f, const pl_run_info *ri,
                      web_search *s)
 {
+    if (f->status == WEB_DAMAGED)
+        return 0;
     if (f->status == -1
             ? !crashed(ri)
             : f->status && ((int)ri->status != f->status || crashed(ri)))
@@ -243,6 +252,18 @@ bool web_search_json(const web_filter *f, const web_search *s, cJSON *into)
 }
 
 /* ---- a run as the list shows it ------------------------------------------------ */
+
+cJSON *web_damaged_json(const char *id, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "id", id) ||
+        !cJSON_AddStringToObject(o, "state", "damaged") ||
+        !cJSON_AddStringToObject(o, "damaged", msg)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
 
 cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget)
 {
@@ -310,20 +331,42 @@ typedef struct page {
     bool oom;
 } page;
 
+/* Is run @p id past the range of @p f's prefix, where nothing further
+ * can match? */
+static bool past_prefix(const web_filter *f, const char *id)
+{
+    return f->prefix && strncmp(id, f->prefix, strlen(f->prefix)) != 0 &&
+           (f->asc ? strcmp(id, f->prefix) > 0 : strcmp(id, f->prefix) < 0);
+}
+
+/* Is page @p p full (the next page starts with the run at hand)? */
+static bool page_full(page *p)
+{
+    if (p->shown < p->f->limit && p->scanned < WEB_SCAN_MAX)
+        return false;
+    p->more = true;
+    p->truncated = p->shown < p->f->limit;
+    return true;
+}
+
+/* Show @p j (NULL: out of memory, the page stops). */
+static int page_add(page *p, cJSON *j)
+{
+    if (!j) {
+        p->oom = true;
+        return 1;
+    }
+    cJSON_AddItemToArray(p->runs, j);
+    p->shown++;
+    return 0;
+}
+
 static int page_visit(const pl_run_info *ri, void *user)
 {
     page *p = user;
     const web_filter *f = p->f;
-    /* past the prefix's range: nothing further can match */
-    if (f->prefix && strncmp(ri->id, f->prefix, strlen(f->prefix)) != 0 &&
-        (f->asc ? strcmp(ri->id, f->prefix) > 0
-                : strcmp(ri->id, f->prefix) < 0))
+    if (past_prefix(f, ri->id) || page_full(p))
         return 1;
-    if (p->shown == f->limit || p->scanned == WEB_SCAN_MAX) {
-        p->more = true;
-        p->truncated = p->shown < f->limit;
-        return 1;
-    }
     int m = web_filter_match(p->w, f, ri, &p->search);
     if (m == WEB_SEARCH_SPENT) { /* the next page starts with this run */
         p->more = p->truncated = true;
@@ -340,13 +383,22 @@ static int page_visit(const pl_run_info *ri, void *user)
     cJSON *j = web_run_summary(p->w, ri, &p->budget);
     if (j && p->with_prompt && ri->prompt)
         cJSON_AddItemToObject(j, "prompt", cJSON_Duplicate(ri->prompt, 1));
-    if (!j) {
-        p->oom = true;
+    return page_add(p, j);
+}
+
+/* A run whose record cannot be read: shown, whatever the filters but the
+ * prefix (its status, policy and times are not known). */
+static int page_damaged(const char *id, const char *msg, void *user)
+{
+    page *p = user;
+    const web_filter *f = p->f;
+    if (past_prefix(f, id) || page_full(p))
         return 1;
-    }
-    cJSON_AddItemToArray(p->runs, j);
-    p->shown++;
-    return 0;
+    p->scanned++;
+    snprintf(p->last, sizeof p->last, "%s", id);
+    if (f->prefix && strncmp(id, f->prefix, strlen(f->prefix)) != 0)
+        return 0;
+    return page_add(p, web_damaged_json(id, msg));
 }
 
 /*
@@ -389,7 +441,7 @@ static int list(web *w, const web_filter *f, bool with_prompt, cJSON **out)
     pl_runs_options o = PL_RUNS_OPTIONS_INIT;
     o.after = start;
     o.reverse = !f->asc;
-    int st = pl_engine_runs_from(w->engine, &o, page_visit, &p);
+    int st = cli_runs_each(w->engine, &o, page_visit, page_damaged, &p);
     if (st < 0) {
         cJSON_Delete(doc);
         return web_fail_status(out, st, "listing runs");

@@ -20,6 +20,11 @@
  * without writing.  Events wait in a ring of WEB_EVENTS for the
  * Server-Sent Events streams (at most WEB_SSE_MAX); a stream that fell
  * behind the ring gets a "reset" event and reloads.
+ *
+ * DAMAGED RUNS.  A run record that cannot be read (its checksum fails) is
+ * passed over by every listing here (cli_runs_each()): the counts count it
+ * apart ("damaged"), the poller announces it once, as a run whose "state"
+ * is "damaged", and stops watching it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -61,6 +66,7 @@ typedef struct count {
     size_t n_oldest;
     web_watch *watch; /* a ring of the newest unfinished runs */
     size_t n_watch, next;
+    uint64_t damaged;
     bool stopped;
 } count;
 
@@ -108,6 +114,16 @@ static int count_visit(const pl_run_info *ri, void *user)
     return 0;
 }
 
+static int count_damaged(const char *id, const char *msg, void *user)
+{
+    (void)id;
+    (void)msg;
+    count *c = user;
+    c->damaged++;
+    c->total++;
+    return 0;
+}
+
 static void watch_free(web_watch *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)
@@ -121,7 +137,7 @@ static void count_once(web *w)
     if (!(c.watch = calloc(WEB_WATCH_MAX, sizeof *c.watch)))
         return;
     int64_t t0 = cli_now_us();
-    int st = pl_engine_runs(w->engine, count_visit, &c);
+    int st = cli_runs_each(w->engine, NULL, count_visit, count_damaged, &c);
     int64_t t1 = cli_now_us();
     if (st && !c.stopped)
         cli_error("counting runs: %s", pl_errmsg());
@@ -129,6 +145,7 @@ static void count_once(web *w)
     if (!st) {
         memcpy(w->counts, c.counts, sizeof c.counts);
         w->counts_total = c.total;
+        w->counts_damaged = c.damaged;
         w->counts_complete = true;
         w->counts_as_of_us = t0;
         memcpy(w->oldest, c.oldest, sizeof c.oldest);
@@ -187,7 +204,7 @@ bool web_counts_json(web *w, cJSON *into)
     pthread_mutex_lock(&w->mu);
     uint64_t counts[WEB_STATUS_N];
     memcpy(counts, w->counts, sizeof counts);
-    uint64_t total = w->counts_total;
+    uint64_t total = w->counts_total, damaged = w->counts_damaged;
     bool complete = w->counts_complete;
     int64_t as_of = w->counts_as_of_us;
     pthread_mutex_unlock(&w->mu);
@@ -198,6 +215,7 @@ bool web_counts_json(web *w, cJSON *into)
             ok = cJSON_AddNumberToObject(c,
                                          pl_run_status_name((pl_run_status)s),
                                          (double)counts[s]) != NULL;
+    ok = ok && cJSON_AddNumberToObject(c, "damaged", (double)damaged);
     char t[48];
     cli_time_iso(t, sizeof t, as_of, false);
     return ok && cJSON_AddNumberToObject(into, "counts_total", (double)total) &&
@@ -243,6 +261,18 @@ static cJSON *run_event(const pl_run_info *ri, const char *what)
     cJSON_AddNumberToObject(o, "steps", (double)ri->steps);
     cli_json_add_int(o, "created_us", ri->created_us);
     cli_json_add_int(o, "updated_us", ri->updated_us);
+    return o;
+}
+
+/* A run whose record cannot be read, as an event: the list's row
+ * (web_damaged_json()) and the change. */
+static cJSON *damaged_event(const char *id, const char *msg, const char *what)
+{
+    cJSON *o = web_damaged_json(id, msg);
+    if (o && !cJSON_AddStringToObject(o, "change", what)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -327,6 +357,43 @@ static int fresh_visit(const pl_run_info *ri, void *user)
     return 0;
 }
 
+static int fresh_damaged(const char *id, const char *msg, void *user)
+{
+    fresh *f = user;
+    web *w = f->w;
+    if (f->n++ == NEW_MAX)
+        return 1;
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->newest, sizeof w->newest, "%s", id);
+    publish(w, "run", damaged_event(id, msg, "new"));
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Stop watching the run at @p k of the watched (under w->mu). */
+static void unwatch(web *w, size_t k)
+{
+    free(w->watch[k].id);
+    w->watch[k] = w->watch[--w->n_watch];
+    w->watch[w->n_watch] = (web_watch){0};
+}
+
+/* A watched run whose record cannot be read now: announced, not watched
+ * any more (it would fail the same way at every poll). */
+static void watched_damaged(web *w, const char *id)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pl_errmsg());
+    pthread_mutex_lock(&w->mu);
+    for (size_t k = 0; k < w->n_watch; k++)
+        if (!strcmp(w->watch[k].id, id)) {
+            publish(w, "run", damaged_event(id, msg, "damaged"));
+            unwatch(w, k);
+            break;
+        }
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* Re-read the watched runs; announce the changed, drop the finished. */
 static void recheck(web *w)
 {
@@ -338,7 +405,10 @@ static void recheck(web *w)
     pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; ids && i < n && !stopping(w); i++) {
         pl_run_info *ri = NULL;
-        if (!ids[i] || pl_run_get(&ri, w->engine, ids[i]))
+        int st = ids[i] ? pl_run_get(&ri, w->engine, ids[i]) : PL_ENOMEM;
+        if (st == PL_ECORRUPT)
+            watched_damaged(w, ids[i]);
+        if (st)
             continue;
         pthread_mutex_lock(&w->mu);
         for (size_t k = 0; k < w->n_watch; k++) {
@@ -357,11 +427,8 @@ static void recheck(web *w)
                 e->steps = ri->steps;
                 e->updated_us = ri->updated_us;
             }
-            if (run_ended(ri)) {
-                free(e->id);
-                *e = w->watch[--w->n_watch];
-                w->watch[w->n_watch] = (web_watch){0};
-            }
+            if (run_ended(ri))
+                unwatch(w, k);
             break;
         }
         pthread_mutex_unlock(&w->mu);
@@ -372,12 +439,28 @@ static void recheck(web *w)
     free(ids);
 }
 
-/* The newest run's id, where the poller starts looking for new ones. */
+/* The newest run's id, where the poller starts looking for new ones,
+ * whether its record can be read or not. */
 static int newest_visit(const pl_run_info *ri, void *user)
 {
     web *w = user;
     snprintf(w->newest, sizeof w->newest, "%s", ri->id);
     return 1;
+}
+
+static int newest_damaged(const char *id, const char *msg, void *user)
+{
+    (void)msg;
+    web *w = user;
+    snprintf(w->newest, sizeof w->newest, "%s", id);
+    return 1;
+}
+
+static int find_newest(web *w)
+{
+    pl_runs_options o = PL_RUNS_OPTIONS_INIT;
+    o.reverse = true;
+    return cli_runs_each(w->engine, &o, newest_visit, newest_damaged, w);
 }
 
 static void *poller_main(void *arg)
@@ -401,14 +484,12 @@ static void *poller_main(void *arg)
             pl_runs_options o = PL_RUNS_OPTIONS_INIT;
             o.after = after;
             fresh f = {w, 0};
-            (void)pl_engine_runs_from(w->engine, &o, fresh_visit, &f);
+            (void)cli_runs_each(w->engine, &o, fresh_visit, fresh_damaged, &f);
             if (f.n > NEW_MAX) {
                 /* more than a poll announces: the rest only as the
                  * "change" below, and the next poll starts at the newest */
-                o.after = NULL;
-                o.reverse = true;
                 pthread_mutex_lock(&w->mu);
-                (void)pl_engine_runs_from(w->engine, &o, newest_visit, w);
+                (void)find_newest(w);
                 pthread_mutex_unlock(&w->mu);
             }
         }
@@ -446,9 +527,7 @@ bool web_live_open(web *w)
         cli_error("out of memory");
         return false;
     }
-    pl_runs_options o = PL_RUNS_OPTIONS_INIT;
-    o.reverse = true;
-    int st = pl_engine_runs_from(w->engine, &o, newest_visit, w);
+    int st = find_newest(w);
     if (st < 0) {
         cli_error("cannot list the runs of %s: %s", QUOTE(w->store),
                   pl_errmsg());

@@ -19,6 +19,11 @@
  * awaiting their answer are held (the callee's name and the call's time);
  * a latency is kept for a call answered in the window.  The answer says
  * how much was read ("scanned" runs, "sampled" runs, "sampled_steps").
+ *
+ *   damaged     the runs read whose record cannot be read (its checksum
+ *               fails), the first DAMAGED_SHOWN of them as the list shows
+ *               them (web_damaged_json()), and their number
+ *               ("damaged_total"); the listing goes on past them
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +35,7 @@
 #define SAMPLE_STEPS 20000    /* steps read in all, at most */
 #define POLICIES_MAX 64       /* policies (and models) shown */
 #define BUCKETS_MAX 96
+#define DAMAGED_SHOWN 20 /* damaged runs named */
 
 typedef struct series {
     char name[PL_MAX_NAME + 1];
@@ -49,7 +55,9 @@ typedef struct ov {
     size_t n_sample;
     series lat[POLICIES_MAX], tok[POLICIES_MAX];
     size_t n_lat, n_tok;
-    bool truncated;
+    cJSON *damaged; /* the first DAMAGED_SHOWN */
+    size_t n_damaged;
+    bool truncated, oom;
 } ov;
 
 static series *series_of(series *v, size_t *n, const char *name)
@@ -96,6 +104,25 @@ static int ov_visit(const pl_run_info *ri, void *user)
     if ((b >= 0 || bucket_of(o, ri->created_us) >= 0) &&
         o->n_sample < SAMPLE_RUNS && ri->steps > 0)
         snprintf(o->sample_ids[o->n_sample++], PL_MAX_RUN_ID + 1, "%s", ri->id);
+    return 0;
+}
+
+static int ov_damaged(const char *id, const char *msg, void *user)
+{
+    ov *o = user;
+    if (o->scanned == WEB_SCAN_MAX) {
+        o->truncated = true;
+        return 1;
+    }
+    o->scanned++;
+    if (o->n_damaged++ < DAMAGED_SHOWN) {
+        cJSON *j = web_damaged_json(id, msg);
+        if (!j) {
+            o->oom = true;
+            return 1;
+        }
+        cJSON_AddItemToArray(o->damaged, j);
+    }
     return 0;
 }
 
@@ -324,7 +351,10 @@ int api_overview(web *w, const web_req *r, cJSON **out)
     if (win && !day && strcmp(win, "hour") != 0)
         return web_fail(out, 400, "bad_window", "window: hour or day");
     ov *o = calloc(1, sizeof *o);
-    if (!o || !(o->sample_ids = calloc(SAMPLE_RUNS, sizeof *o->sample_ids))) {
+    if (!o || !(o->sample_ids = calloc(SAMPLE_RUNS, sizeof *o->sample_ids)) ||
+        !(o->damaged = cJSON_CreateArray())) {
+        if (o)
+            free(o->sample_ids);
         free(o);
         return web_fail(out, 500, "PL_ENOMEM", "out of memory");
     }
@@ -335,9 +365,11 @@ int api_overview(web *w, const web_req *r, cJSON **out)
     o->from_us = o->now_us - (int64_t)o->n_buckets * o->bucket_us;
     pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
     ro.reverse = true;
-    int st = pl_engine_runs_from(w->engine, &ro, ov_visit, o);
+    int st = cli_runs_each(w->engine, &ro, ov_visit, ov_damaged, o);
     int http = 200;
-    if (st < 0)
+    if (o->oom)
+        http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    else if (st < 0)
         http = web_fail_status(out, st, "listing runs");
     /* a run deleted or unreadable since it was listed is passed over */
     for (size_t i = 0; http == 200 && i < o->n_sample; i++) {
@@ -359,6 +391,9 @@ int api_overview(web *w, const web_req *r, cJSON **out)
         cJSON_AddNumberToObject(doc, "sampled", (double)o->sampled);
         cJSON_AddNumberToObject(doc, "sampled_steps", (double)o->steps);
         cJSON_AddBoolToObject(doc, "truncated", o->truncated);
+        cJSON_AddItemToObject(doc, "damaged", o->damaged);
+        o->damaged = NULL; /* the document's */
+        cJSON_AddNumberToObject(doc, "damaged_total", (double)o->n_damaged);
         if (!add_json(o, doc) || !web_counts_json(w, doc)) {
             cJSON_Delete(doc);
             doc = NULL;
@@ -370,6 +405,7 @@ int api_overview(web *w, const web_req *r, cJSON **out)
         *out = doc;
     for (size_t i = 0; i < o->n_lat; i++)
         free(o->lat[i].v);
+    cJSON_Delete(o->damaged);
     free(o->sample_ids);
     free(o);
     return http;

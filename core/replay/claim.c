@@ -457,14 +457,17 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     if (sst)
         return sst;
     int64_t tick = 0; /* the schedules' next (schedule.c) */
-    sst = pl__schedules_wake(e, &tick);
-    if (sst)
-        return sst;
+    /* a schedule that fails (a damaged record, a payload over the limit)
+     * fails at every call: the waiting runs are woken all the same, and
+     * its failure, the first, is returned */
+    int fault = pl__schedules_wake(e, &tick);
+    char fault_msg[PL__ERRMSG_MAX];
+    if (fault)
+        pl__errmsg_save(fault_msg);
     pl__woken *w;
     if ((sst = pl__woken_new(&w, e)))
         return sst;
-    int fault = PL_OK; /* the first failure of the store's */
-    char fault_msg[PL__ERRMSG_MAX];
+    bool taking_fault = false; /* the store failed a take or a run */
     for (;;) {
         /* due timers, their leases, their runs' records and claims in one
          * transaction (claim.c), then each run's execution here, in turn:
@@ -473,7 +476,7 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         int64_t next = 0;
         bool taken = false;
         pl_outcome *o = NULL;
-        if (fault && !pl__woken_pending(w))
+        if (taking_fault && !pl__woken_pending(w))
             break;
         int st = pl__run_take_due(&o, w, &lease, &taken, &next);
         pl_outcome_free(o);
@@ -495,9 +498,12 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         }
         bool store = st == PL_ESTORE || st == PL_ENOMEM || st == PL_EMAPFULL ||
                      st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO;
-        if ((!taken || store) && !fault) {
-            fault = st;
-            pl__errmsg_save(fault_msg);
+        if ((!taken || store) && !taking_fault) {
+            taking_fault = true;
+            if (!fault) {
+                fault = st;
+                pl__errmsg_save(fault_msg);
+            }
         }
         if (!taken)
             break;

@@ -313,6 +313,23 @@ static int ride_keyed(pl__run *r, int st)
     return st;
 }
 
+/* A wait at the ledger's end of a run that has seen its cancellation (a
+ * compensation's wait) ends at once, as the wait or call the cancellation
+ * was seen at did: a `cancel` step of the same reason, PL_ECANCELLED.
+ * Parked instead, the run would wait for good (an event that never comes)
+ * where its cancellation was to end it, and a cancellation sent again
+ * would find it cancelled already and leave it there. */
+static int cancelled_wait(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    char *why = pl__strdup(r->cancel_reason ? r->cancel_reason : "");
+    if (!why)
+        return pl__run_fail(r, PL_ENOMEM, "out of memory");
+    int st = cancel_here(c, why);
+    free(why);
+    return ride_keyed(r, st);
+}
+
 /* ---- parking ----------------------------------------------------------------- */
 
 static int64_t wait_in_place_ms(const pl_engine *e)
@@ -395,6 +412,8 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
         return pl__run_fail(r, PL_ECHECK,
                             "check: run %s waits at %s:%u until %lld", r->id,
                             c->path, seq, (long long)until_ms);
+    if (r->cancelled)
+        return cancelled_wait(c);
     for (bool napped = false;; napped = true) {
         /* a cancellation delivered while the sleep waits in place ends it,
          * as it ends a parked one: after a nap the inbox is read, not
@@ -555,6 +574,8 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
         return pl__run_fail(r, PL_ECHECK,
                             "check: run %s waits at %s:%u for '%s'", r->id,
                             c->path, seq, name);
+    if (r->cancelled)
+        return cancelled_wait(c);
     for (;;) {
         inbox ib;
         if ((st = inbox_load_run(r, &ib))) {

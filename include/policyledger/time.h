@@ -54,9 +54,12 @@
  * pl_ctx_call_all()) at the end of a ledger, and in a wait: that call or
  * wait returns PL_ECANCELLED and the run is cancelled from then on.  The
  * policy may go on to make compensating calls (a saga), recorded and
- * replayed as any call; whatever it returns, the run then ends
- * `cancelled` with the reason.  A call in flight when the cancellation
- * arrives finishes, and its result is recorded.  A callee that returns
+ * replayed as any call, but no wait: a sleep or a wait for an event
+ * after the cancellation returns PL_ECANCELLED at once (recorded as a
+ * `cancel` step), so a cancelled run never parks again; whatever the
+ * policy returns, the run then ends `cancelled` with the reason.  A
+ * call in flight when the cancellation arrives finishes, and its result
+ * is recorded.  A callee that returns
  * PL_ECANCELLED gives its caller a "Cancelled" error result and
  * PL_ECANCELLED from the call, so a cancellation climbs to the root
  * unless a policy handles it.  Calls already running in a
@@ -185,7 +188,8 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
  * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
- *         schedule (see pl_schedule_fire()); the store's errors.
+ *         schedule (see pl_schedule_fire(): the due runs are woken all
+ *         the same, and *next_due_ms set); the store's errors.
  */
 int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
 

@@ -154,6 +154,11 @@
     PL.clear(list);
     if (!runs.length) list.appendChild(h('p', { class: 'empty', id: 'inbox-empty', text: 'Nobody is waited for: no run is waiting for an answer.' }));
     for (const r of runs) {
+      if (r.state === 'damaged') { /* its status is not known: named, not answered */
+        list.appendChild(h('div', { class: 'outcome bad inbox-damaged' }, h('strong', { text: 'Damaged: ' }),
+          h('a', { class: 'mono', href: PL.runHref(String(r.id)), text: PL.preview(String(r.id), 80) }), ' ', PL.preview(String(r.damaged), 300)));
+        continue;
+      }
       const old = keep.get(String(r.id));
       list.appendChild(old && old.contains(active) ? old : PL.answerCard(r, moveAnswered));
     }

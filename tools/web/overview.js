@@ -187,6 +187,17 @@
       })));
   }
 
+  /* The run records that cannot be read, when there are. */
+  function damagedAlert(d) {
+    const rows = arr(d.damaged).filter((r) => r && typeof r === 'object');
+    if (!rows.length) return null;
+    const n = typeof d.damaged_total === 'number' ? d.damaged_total : rows.length;
+    return h('div', { class: 'outcome bad overview-damaged', id: 'overview-damaged' },
+      h('strong', { text: n + ' run record' + (n === 1 ? '' : 's') + ' cannot be read (damaged): ' }),
+      rows.map((r) => h('div', null, h('a', { class: 'mono', href: PL.runHref(String(r.id)), text: PL.preview(String(r.id), 80) }),
+        ' ', PL.preview(String(r.damaged), 300))));
+  }
+
   function panel(title, sub, body) {
     return h('section', { class: 'panel chart-panel' }, h('div', { class: 'panel-head' }, h('h2', { text: title }), sub ? h('span', { class: 'muted small', text: sub }) : null), body);
   }
@@ -194,7 +205,10 @@
   function draw() {
     if (!st.body) return;
     const d = st.data || {};
-    PL.clear(st.body).append(
+    const damaged = damagedAlert(d);
+    PL.clear(st.body);
+    if (damaged) st.body.appendChild(damaged);
+    st.body.append(
       panel('Runs per minute', 'by final status', barChart(throughput(d))),
       panel('Call latency', 'p50 / p95 per policy', latencyChart(latency(d))),
       panel('Model tokens', 'per model over time', tokenChart(tokenSeries(d))),

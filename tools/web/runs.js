@@ -122,15 +122,29 @@
       a.dataset.status = key || 'all';
       a.dataset.n = String(n);
       if (!n && key) a.classList.add('zero');
-      if (key && n > 0 && (key === 'crashed' || key === 'in_doubt' || key === 'failed')) a.classList.add('hot');
+      if (key && n > 0 && (key === 'crashed' || key === 'in_doubt' || key === 'failed' || key === 'damaged')) a.classList.add('hot');
       return a;
     };
     st.counts.appendChild(chip('', 'all', total));
     const keys = STATUSES.filter((k) => k in c).concat(Object.keys(c).filter((k) => !STATUSES.includes(k) && k !== 'total'));
-    for (const k of keys) st.counts.appendChild(chip(k, k.replace(/_/g, ' '), c[k]));
+    /* damaged: run records that cannot be read, shown when there are */
+    for (const k of keys) if (k !== 'damaged' || c[k] > 0) st.counts.appendChild(chip(k, k.replace(/_/g, ' '), c[k]));
+  }
+
+  /* A run whose record cannot be read: its id and why, nothing else known. */
+  function damagedRow(r) {
+    const id = String(r.id);
+    const tr = h('tr', { class: 'run-row is-damaged' },
+      h('td', null, PL.badge('damaged')),
+      h('td', { class: 'mono id' }, h('a', { href: PL.runHref(id), title: id, text: PL.preview(id, 80) })),
+      h('td', { colspan: 5, class: 'damaged-why', text: PL.preview(String(r.damaged), 300) }));
+    tr.dataset.id = id;
+    tr.dataset.status = 'damaged';
+    return tr;
   }
 
   function row(r, changed) {
+    if (r.state === 'damaged') return damagedRow(r);
     const status = PL.statusOf(r);
     const tok = PL.tokens(r.tokens);
     const id = String(r.id);
