@@ -83,6 +83,7 @@
  *     json.c         pl_json_pack / pl_json_unpack
  *     json_calls.c   pl_steps_add_resultf, pl_ctx_invokef
  *     json_print.c   pl_json_print: numbers that read back as themselves
+ *     json_parse.c   pl_json_parse: JSON text parsed whole, or refused
  *     trace.c        the JSON-lines trace writer
  *     otel.c         the OpenTelemetry exporter (PL_WITH_CURL)
  *     otel_none.c    its stand-in without libcurl: it refuses to open

@@ -14,7 +14,8 @@ a test tells two servers of one DIR apart).  MODE:
                 with arguments.rpc, a JSON-RPC error of that code; with
                 arguments.result, that object as its result; with
                 arguments.surrogates, texts holding lone UTF-16
-                surrogates, as a string cut inside a pair prints), "slow"
+                surrogates, as a string cut inside a pair prints; with
+                arguments.nul, a text holding a NUL, "\\u0000"), "slow"
                 (never answers while DIR/hold exists), "asks" (sends the
                 client a ping and a made-up request before answering),
                 "die" (exits; with arguments.mute, closes its output and
@@ -138,6 +139,8 @@ for line in sys.stdin:
                 {"type": "text", "text": "cut \ud83d"},
                 {"type": "text", "text": "\udc00 low, \\ud83d kept, "
                                          "pair \U0001F600"}]})
+        elif name == "fail" and "nul" in args:
+            result(i, {"content": [{"type": "text", "text": "ok\x00 rm -rf /"}]})
         elif name == "fail" and "result" in args:
             result(i, args["result"])
         elif name == "fail" and "rpc" in args:

@@ -500,7 +500,10 @@ Test(import, export_lines_go_to_a_visitor_that_may_stop)
     t_cleanup();
 }
 
-Test(import_refuses, a_line_with_a_nul_byte)
+/* An export whose first line is a real run's and whose second is the
+ * @p n bytes of @p line (its end included) is refused with PL_EJSON, a
+ * message holding @p want, and no run made. */
+static void second_line_refused(const char *line, size_t n, const char *want)
 {
     tamper_fixture f;
     tamper_setup(&f);
@@ -510,16 +513,30 @@ Test(import_refuses, a_line_with_a_nul_byte)
     cr_assert(w);
     fputs(f.l.v[0], w);
     fputc('\n', w);
-    fwrite("{\"a\":\0}\n", 1, 8, w);
+    fwrite(line, 1, n, w);
     cr_assert_eq(fclose(w), 0);
     FILE *in = fopen(path, "rb");
     char *id = NULL;
     cr_assert_eq(pl_run_import(&id, f.b, in, NULL), PL_EJSON);
-    cr_assert(strstr(pl_errmsg(), "line 2: holds a NUL byte"), "%s",
-              pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), want), "%s", pl_errmsg());
     fclose(in);
     cr_assert_eq(run_count(f.b), 0);
     tamper_teardown(&f);
+}
+
+Test(import_refuses, a_line_with_a_nul_byte)
+{
+    second_line_refused("{\"a\":\0}\n", 8, "line 2: holds a NUL byte");
+}
+
+/* \u0000 would end the string there, cJSON's strings being C strings:
+ * the step's payload imported cut, as if whole. */
+Test(import_refuses, a_line_with_u0000_in_a_string)
+{
+    static const char line[] = "{\"payload\": {\"note\": \"ok\\u0000 and "
+                               "more\"}}\n";
+    second_line_refused(line, sizeof line - 1,
+                        "line 2: the string at '/payload/note' holds \\u0000");
 }
 
 Test(import_refuses, bad_arguments)

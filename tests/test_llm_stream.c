@@ -670,7 +670,7 @@ Test(llm_stream, data_that_is_not_json_is_refused)
 {
     refused("openai", "openai://m",
             "{\"stream_raw\": \"data: {\\\"choices\\\": [\\n\\n\"}", 0,
-            "an event's data that is not a JSON object: '{\"choices\": ['");
+            "an event's data that is refused (not JSON (at byte ");
 }
 
 Test(llm_stream, a_line_that_is_no_sse_field_is_refused)

@@ -612,6 +612,28 @@ Test(mcp, an_answer_with_a_lone_surrogate_is_read_not_skipped)
     cJSON_Delete(got);
 }
 
+/* An answer holding \u0000 is the call's error, naming where: cJSON ends
+ * a string at its NUL, and the result "ok\u0000 rm -rf /" was recorded as
+ * "ok", as if whole.  The call does not wait for another answer, and the
+ * server goes on answering. */
+Test(mcp, an_answer_holding_u0000_is_an_error_naming_it)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 20000;
+    open_all("fake", spec, &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.fail\", \"args\": {\"nul\": true}}, "
+                     "{\"tool\": \"fake.echo\", \"args\": {\"text\": "
+                     "\"after\"}}]",
+                     2);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG,
+                 "the string at '/result/content/0/text' holds \\u0000");
+    cr_expect(strstr(first_text(at(got, 1)), "after"), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
 /* A request the server does not read in time, cut off part-way, stops
  * the server: what was written of it would run into the next message on
  * the same line, which the server then could not read either (the next

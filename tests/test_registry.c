@@ -78,6 +78,12 @@ Test(registry, rejects_bad_registrations)
     cr_assert_eq(pl_registry_add(reg, &d), PL_EJSON);
     d.input_schema = "{not json";
     cr_assert_eq(pl_registry_add(reg, &d), PL_EJSON);
+    /* cJSON would cut the string at its NUL: "a" would be the constant */
+    d.input_schema = "{\"const\": \"a\\u0000b\"}";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_EJSON);
+    cr_assert(strstr(pl_errmsg(), "input_schema: the string at '/const' "
+                                  "holds \\u0000"),
+              "%s", pl_errmsg());
     d.input_schema = "{\"type\": \"object\"}";
     cr_assert_eq(pl_registry_add(reg, &d), PL_OK);
 

@@ -360,6 +360,9 @@ Test(schema, bad_schemas_are_refused_naming_where)
     expect_refused("{\"patternProperties\":{\"(\":{}}}", PL_EINVAL,
                    "#/patternProperties/(");
     expect_refused("{\"type\":", PL_EJSON, "not valid JSON");
+    /* cJSON would cut the string at its NUL: "a" would be the constant */
+    expect_refused("{\"const\":\"a\\u0000b\"}", PL_EJSON,
+                   "the string at '/const' holds \\u0000 (at byte 11)");
     expect_refused("[]", PL_EJSON, "object or a boolean");
     expect_refused("3", PL_EJSON, NULL);
 

@@ -63,8 +63,8 @@ void cli_error(const char *fmt, ...)
             len--;
     }
     /* a byte becomes at most 4 ("\x1f"; two, "\u009f"): it fits */
-    char line[sizeof g_first];
-    size_t o = 0;
+    char line[sizeof g_first], esc[8];
+    size_t o = 0, used;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)small[i];
         if (c == '\n' || c == '\r' || c == '\t') {
@@ -74,13 +74,10 @@ void cli_error(const char *fmt, ...)
                 i++;
             if (i + 1 < len)
                 line[o++] = ' ';
-        } else if (c < 0x20 || c == 0x7f) {
-            o += (size_t)snprintf(line + o, sizeof line - o, "\\x%02x", c);
-        } else if (c == 0xc2 && i + 1 < len &&
-                   (unsigned char)small[i + 1] >= 0x80 &&
-                   (unsigned char)small[i + 1] <= 0x9f) {
-            o += (size_t)snprintf(line + o, sizeof line - o, "\\u%04x",
-                                  (unsigned char)small[++i]);
+        } else if ((used = cli_control_escape(esc, small + i))) {
+            memcpy(line + o, esc, strlen(esc));
+            o += strlen(esc);
+            i += used - 1;
         } else {
             line[o++] = (char)c;
         }
@@ -146,52 +143,6 @@ void cli_hex(char *out, const uint8_t *b, size_t len)
         out[2 * i + 1] = digits_hex[b[i] & 15];
     }
     out[2 * len] = '\0';
-}
-
-const char *cli_quote(char *out, size_t n, const char *s)
-{
-    if (!s) {
-        snprintf(out, n, "(null)");
-        return out;
-    }
-    size_t len = strlen(s), o = 0, shown = 0;
-    /* room for the closing quote, "...", " (N bytes)" and the NUL */
-    size_t limit = n > 40 ? n - 32 : n / 2;
-    out[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned c = *p;
-        char esc[8];
-        if (c == '"' || c == '\\')
-            snprintf(esc, sizeof esc, "\\%c", c);
-        else if (c == '\n')
-            snprintf(esc, sizeof esc, "\\n");
-        else if (c == '\t')
-            snprintf(esc, sizeof esc, "\\t");
-        else if (c == '\r')
-            snprintf(esc, sizeof esc, "\\r");
-        else if (c < 0x20 || c == 0x7f)
-            snprintf(esc, sizeof esc, "\\x%02x", c);
-        else if (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* C1 */
-            snprintf(esc, sizeof esc, "\\u%04x", (unsigned)*++p);
-        else {
-            esc[0] = (char)c;
-            esc[1] = '\0';
-        }
-        size_t el = strlen(esc);
-        /* never cut inside a UTF-8 sequence: its (at most 3) continuation
-         * bytes may go past the limit, a run of stray ones no further */
-        bool lead = c < 0x80 || c >= 0xc0;
-        if (o + el > limit + (lead ? 0 : 3))
-            break;
-        memcpy(out + o, esc, el);
-        o += el;
-        shown = (size_t)((const char *)p - s) + 1;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    if (shown < len)
-        snprintf(out + o, n - o, "... (%zu bytes)", len);
-    return out;
 }
 
 /* @p uri with its password (user part, password= parameters) as "***":
@@ -381,60 +332,9 @@ bool cli_stdout_ok(void)
     return false;
 }
 
-size_t cli_utf8_bad(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len = c < 0x80                 ? 1
-                     : c >= 0xc2 && c <= 0xdf ? 2
-                     : c >= 0xe0 && c <= 0xef ? 3
-                     : c >= 0xf0 && c <= 0xf4 ? 4
-                                              : 0;
-        if (!len || i + len > n)
-            return i;
-        for (size_t k = 1; k < len; k++)
-            if ((p[i + k] & 0xc0) != 0x80)
-                return i;
-        /* no overlong three- or four-byte form, no surrogate, nothing
-         * past U+10FFFF */
-        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
-            (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
-            return i;
-        i += len;
-    }
-    return n;
-}
-
-char *cli_utf8_only(char *text)
-{
-    if (!text)
-        return NULL;
-    size_t len = strlen(text), at = cli_utf8_bad(text, len);
-    if (at == len)
-        return text;
-    char *out = malloc(3 * len + 1), *o = out;
-    for (size_t i = 0; out && i < len;) {
-        size_t ok = cli_utf8_bad(text + i, len - i);
-        memcpy(o, text + i, ok);
-        o += ok;
-        i += ok;
-        if (i < len) {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    if (out)
-        *o = '\0';
-    free(text);
-    return out;
-}
-
 bool cli_json_line(FILE *f, const cJSON *item)
 {
-    char *s = cli_utf8_only(pl_json_print(item, false));
+    char *s = cli_json_safe(pl_json_print(item, false));
     if (!s)
         return false;
     fputs(s, f);
@@ -445,7 +345,7 @@ bool cli_json_line(FILE *f, const cJSON *item)
 
 bool cli_json_document(FILE *f, const cJSON *item)
 {
-    char *s = cli_utf8_only(pl_json_print(item, true));
+    char *s = cli_json_safe(pl_json_print(item, true));
     if (!s)
         return false;
     fputs(s, f);
@@ -622,7 +522,8 @@ void cli_close_store(pl_engine *engine, pl_registry *registry)
 
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
- * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ * Returns NULL (and says why on stderr) on any failure, a file holding a
+ * NUL byte among them (its text would end there).  Caller frees.
  */
 char *cli_read_all(const char *path, size_t max)
 {
@@ -633,7 +534,7 @@ char *cli_read_all(const char *path, size_t max)
         return NULL;
     }
     size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
+    char *buf = malloc(cap), *nul = NULL;
     while (buf) {
         if (cap - len < 2) {
             char *grown = cap > max ? NULL : realloc(buf, cap * 2);
@@ -657,6 +558,13 @@ char *cli_read_all(const char *path, size_t max)
                 cli_error("cannot read %s: %s", QUOTE(path), strerror(err));
                 free(buf);
                 buf = NULL;
+            } else if ((nul = memchr(buf, '\0', len))) {
+                /* the text would end there, the rest of it unread */
+                cli_error("%s holds a NUL byte (at byte %zu): it must be "
+                          "text",
+                          QUOTE(path), (size_t)(nul - buf));
+                free(buf);
+                buf = NULL;
             } else {
                 buf[len] = '\0';
             }
@@ -674,11 +582,10 @@ char *cli_read_all(const char *path, size_t max)
  */
 cJSON *cli_parse_object(const char *text, const char *what)
 {
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithOpts(text, &end, true);
-    if (!v) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        cli_error("%s is not valid JSON (error near byte %zu)", what, at);
+    /* a string cJSON would cut at a NUL is refused, naming it */
+    cJSON *v = NULL;
+    if (pl_json_parse(&v, text, strlen(text))) {
+        cli_error("%s: %s", what, pl_errmsg());
         return NULL;
     }
     if (!cJSON_IsObject(v)) {

@@ -123,6 +123,26 @@ const char *cli_quote(char *out, size_t n, const char *s);
 #define QUOTE(s) cli_quote((char[CLI_QUOTE_MAX]){0}, CLI_QUOTE_MAX, (s))
 
 /*
+ * A stored or outside-supplied string (a reason, an error message, a
+ * name, a host, a result's text) as text output prints it, whole: each
+ * control character escaped as cli_quote() escapes it (\n, \r, \t,
+ * \x1b, \u009b), and each byte that is not part of well-formed UTF-8 as
+ * \xNN, so that it can neither reach the terminal as a control sequence
+ * nor forge a line; the rest, quotes and backslashes too, as it is.
+ * Returns @p s itself when nothing is escaped, else a copy of the calling
+ * thread's own, valid until its 16th next call (a printf() may take a
+ * few).  NULL is "(null)"; "(out of memory)" when memory ran out.
+ */
+const char *cli_text(const char *s);
+
+/*
+ * The escape of the control character (C0 but NUL, DEL, or a C1 as its
+ * two bytes) at @p s into @p out, and the number of bytes it takes; 0
+ * (nothing written) when @p s is no control character.
+ */
+size_t cli_control_escape(char out[8], const char *s);
+
+/*
  * The store as messages and outputs name it: for a postgresql:// (or
  * postgres://) URI, the password of its user part and the value of a
  * password= parameter shown as "***"; any other path as given.  The
@@ -183,14 +203,17 @@ bool cli_stdout_ok(void);
 size_t cli_utf8_bad(const char *s, size_t n);
 
 /*
- * @p text with each byte that is not part of well-formed UTF-8 as U+FFFD:
- * JSON is UTF-8, and a request's bytes or a store's may not be (cJSON
- * keeps any bytes in a string).  Takes @p text (NULL gives NULL); NULL on
- * OOM.
+ * JSON text as the tools print it: each byte that is not part of
+ * well-formed UTF-8 as U+FFFD (JSON is UTF-8, and a request's bytes or a
+ * store's may not be: cJSON keeps any bytes in a string), and DEL and the C1
+ * controls, which cJSON prints as they are (it escapes only C0), as \u
+ * escapes (\u007f, \u009b), so that JSON read on a terminal can no more
+ * drive it than text output can (cli_text()).  Takes @p text (NULL gives
+ * NULL); NULL on OOM.
  */
-char *cli_utf8_only(char *text);
+char *cli_json_safe(char *text);
 
-/* Print @p item as one line of JSON on @p f, UTF-8 (cli_utf8_only()).
+/* Print @p item as one line of JSON on @p f (cli_json_safe()).
  * Returns false on OOM. */
 bool cli_json_line(FILE *f, const cJSON *item);
 
@@ -261,13 +284,15 @@ int cli_runs_each(pl_engine *engine, const pl_runs_options *from,
 
 /*
  * Read a whole file ("-" for stdin) of at most @p max bytes, NUL-terminated.
- * Returns NULL (and says why on stderr) on any failure.  Caller frees.
+ * Returns NULL (and says why on stderr) on any failure, a file holding a
+ * NUL byte among them (its text would end there).  Caller frees.
  */
 char *cli_read_all(const char *path, size_t max);
 
 /*
- * Parse @p text as one JSON object.  On failure says what is wrong (and
- * where) on stderr, naming @p what, and returns NULL.  Caller frees.
+ * Parse @p text as one JSON object (pl_json_parse(): a string holding
+ * \u0000 is refused).  On failure says what is wrong (and where) on
+ * stderr, naming @p what, and returns NULL.  Caller frees.
  */
 cJSON *cli_parse_object(const char *text, const char *what);
 

@@ -49,7 +49,7 @@ static bool listed(const opts *o, const pl_run_info *ri)
 static int width_visit(const pl_run_info *ri, void *user)
 {
     list_ctx *c = user;
-    int n = listed(c->o, ri) ? (int)strlen(status_text(ri)) : 0;
+    int n = listed(c->o, ri) ? (int)strlen(cli_text(status_text(ri))) : 0;
     if (n > c->status_width)
         c->status_width = n;
     if (!n || !crashed(ri))
@@ -128,9 +128,10 @@ static int list_visit(const pl_run_info *ri, void *user)
         char created[40], updated[40];
         cli_time_human(created, sizeof created, ri->created_us);
         cli_time_human(updated, sizeof updated, ri->updated_us);
-        printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", ri->id, ri->policy,
-               c->status_width, status_text(ri), (unsigned long long)steps,
-               created, updated);
+        /* what the store holds, its control characters escaped */
+        printf("%-36s  %-16s  %-*s  %6llu  %s  %s\n", cli_text(ri->id),
+               cli_text(ri->policy), c->status_width, cli_text(status_text(ri)),
+               (unsigned long long)steps, created, updated);
         return 0;
     }
     cJSON *j = run_json(ri);
@@ -166,7 +167,7 @@ static int list_damaged(const char *id, const char *msg, void *user)
     list_ctx *c = user;
     c->damaged++;
     if (c->o->format == FMT_TEXT) {
-        printf("%-36s  damaged: %s\n", id, msg);
+        printf("%-36s  damaged: %s\n", cli_text(id), cli_text(msg));
         return 0;
     }
     cJSON *j = cJSON_CreateObject();
@@ -311,8 +312,8 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id,
         char del[40];
         cli_time_iso(del, sizeof del, t.deleted_us, false);
         if (o->format == FMT_TEXT) {
-            printf("%s %-40s  %-10s  deleted on %s\n", asked ? "*" : " ", id,
-                   pl_run_status_name(t.status), del);
+            printf("%s %-40s  %-10s  deleted on %s\n", asked ? "*" : " ",
+                   cli_text(id), pl_run_status_name(t.status), del);
         } else {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "id", id);
@@ -329,7 +330,7 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id,
         char created[40];
         cli_time_iso(created, sizeof created, ri->created_us, false);
         printf("%s %-40s  %-10s  %6llu steps  created %s\n", asked ? "*" : " ",
-               id, pl_run_status_name(ri->status),
+               cli_text(id), pl_run_status_name(ri->status),
                (unsigned long long)ri->steps, created);
     } else {
         chain_json(all, run_json(ri), oom);
@@ -454,7 +455,8 @@ int cmd_stats(pl_engine *e, const opts *o)
                (unsigned long long)ss.page_size);
         printf("largest runs:\n");
         for (size_t i = 0; i < c.n_top; i++)
-            printf("  %-36s  %-16s  %llu steps\n", c.top[i].id, c.top[i].policy,
+            printf("  %-36s  %-16s  %llu steps\n", cli_text(c.top[i].id),
+                   cli_text(c.top[i].policy),
                    (unsigned long long)c.top[i].steps);
         return CLI_EXIT_OK;
     }

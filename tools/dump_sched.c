@@ -96,9 +96,11 @@ int cmd_schedules(pl_engine *e, const opts *o)
                          (int)ms(s, "catch_up_max"));
             else
                 snprintf(rules, sizeof rules, "%s,%s", str(s, "overlap"), cu);
+            /* what the store holds, its control characters escaped */
             printf("%-24s  %-20s  %-18s  %-16s  %-12s  %-24s  %s%s\n",
-                   str(s, "name"), str(s, "cron"), str(s, "zone"),
-                   str(s, "policy"), rules, with, next,
+                   cli_text(str(s, "name")), cli_text(str(s, "cron")),
+                   cli_text(str(s, "zone")), cli_text(str(s, "policy")),
+                   cli_text(rules), cli_text(with), next,
                    late ? ", due: no worker has fired it" : "");
         }
     }

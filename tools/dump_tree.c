@@ -31,10 +31,12 @@ static void print_row_text(const opts *o, const srow *w, const char *mark)
         cli_shorten(payload, SHORT_PAYLOAD);
     char t[40];
     cli_time_human(t, sizeof t, w->time_us);
-    printf("%*s%-10s %-13s %-16s %s", (int)(2 * depth + 2), "", w->id,
-           pl_step_type_name(w->type), w->actor, payload ? payload : "?");
+    /* what the store holds, its control characters escaped (cli_text()) */
+    printf("%*s%-10s %-13s %-16s %s", (int)(2 * depth + 2), "", cli_text(w->id),
+           pl_step_type_name(w->type), cli_text(w->actor),
+           payload ? cli_text(payload) : "?");
     if (w->code)
-        printf("  [code %s]", w->code);
+        printf("  [code %s]", cli_text(w->code));
     if (mark && !strcmp(mark, "in_doubt"))
         printf("  <-- IN DOUBT: no result recorded");
     else if (mark && !strcmp(mark, "waiting"))
@@ -53,8 +55,9 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     char created[40], updated[40];
     cli_time_human(created, sizeof created, ri->created_us);
     cli_time_human(updated, sizeof updated, ri->updated_us);
-    printf("run %s\n", ri->id);
-    printf("  policy   %s\n", ri->policy);
+    /* what the store holds, its control characters escaped (cli_text()) */
+    printf("run %s\n", cli_text(ri->id));
+    printf("  policy   %s\n", cli_text(ri->policy));
     printf("  status   %s\n", status_text(ri));
     if (ri->status == PL_RUN_RUNNING && stored != ri->steps)
         printf("  steps    %zu (the record counted %llu at its owner's last "
@@ -65,27 +68,28 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     printf("  created  %s UTC\n", created);
     printf("  updated  %s UTC\n", updated);
     printf("  owner    pid %lld on %s, %u attempt(s)\n",
-           (long long)ri->owner_pid, ri->owner_host ? ri->owner_host : "?",
-           ri->attempts);
+           (long long)ri->owner_pid,
+           ri->owner_host ? cli_text(ri->owner_host) : "?", ri->attempts);
     if (run_tokens(&t, e, ri->id))
         printf("  tokens   %llu in, %llu out, over %llu model call(s)\n",
                (unsigned long long)t.input, (unsigned long long)t.output,
                (unsigned long long)t.exchanges);
     if (ri->code)
-        printf("  code     %s\n", ri->code);
+        printf("  code     %s\n", cli_text(ri->code));
     if (ri->predecessor)
-        printf("  upgrade of  %s (superseded by this run)\n", ri->predecessor);
+        printf("  upgrade of  %s (superseded by this run)\n",
+               cli_text(ri->predecessor));
     if (ri->successor)
         printf("  SUPERSEDED by %s (which continues it with newer code)\n",
-               ri->successor);
+               cli_text(ri->successor));
     if (ri->status == PL_RUN_FAILED)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
-               ri->reason ? ri->reason : "(no reason recorded)");
+               ri->reason ? cli_text(ri->reason) : "(no reason recorded)");
     if (ri->status == PL_RUN_CANCELLED)
-        printf("  CANCELLED  %s\n", ri->reason ? ri->reason : "");
+        printf("  CANCELLED  %s\n", ri->reason ? cli_text(ri->reason) : "");
     if (ri->status == PL_RUN_WAITING)
         printf("  WAITING at invocation %s\n",
-               ri->suspended_path ? ri->suspended_path : "?");
+               ri->suspended_path ? cli_text(ri->suspended_path) : "?");
     if (ri->deadline_ms) {
         char dl[64];
         bool date = cli_ms_human(dl, sizeof dl, ri->deadline_ms);
@@ -94,10 +98,11 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     if (ri->status == PL_RUN_SUSPENDED) {
         char *prompt = ri->prompt ? cli_json_compact(ri->prompt) : NULL;
         printf("  SUSPENDED at invocation %s\n",
-               ri->suspended_path ? ri->suspended_path : "?");
-        printf("  prompt   %s\n", prompt ? prompt : "{}");
-        printf("  resume token  %s\n",
-               ri->resume_token ? ri->resume_token : "(none recorded)");
+               ri->suspended_path ? cli_text(ri->suspended_path) : "?");
+        printf("  prompt   %s\n", prompt ? cli_text(prompt) : "{}");
+        printf("  resume token  %s\n", ri->resume_token
+                                           ? cli_text(ri->resume_token)
+                                           : "(none recorded)");
         free(prompt);
     }
     printf("steps:\n");

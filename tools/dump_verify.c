@@ -65,7 +65,9 @@ static void fault(verify_ctx *v, const char *run, const char *msg)
 {
     v->faults++;
     if (v->o->format == FMT_TEXT) {
-        printf("FAULT run %s: %s\n", run ? run : "(store)", msg);
+        /* the message may quote what the store holds: escaped */
+        printf("FAULT run %s: %s\n", run ? cli_text(run) : "(store)",
+               cli_text(msg));
         return;
     }
     cJSON *f = cJSON_CreateObject();
@@ -94,7 +96,7 @@ static void verify_one(verify_ctx *v, const char *id)
     int st = pl_run_verify(v->e, id);
     if (st == PL_OK) {
         if (v->o->format == FMT_TEXT)
-            printf("ok    run %s\n", id);
+            printf("ok    run %s\n", cli_text(id));
         if (v->o->format == FMT_JSONL) { /* a line a run, as the text */
             cJSON *ok = cJSON_CreateObject();
             if (!ok || !cJSON_AddStringToObject(ok, "run", id) ||

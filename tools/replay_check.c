@@ -29,16 +29,19 @@ static cJSON *json_step(pl_step_type type, const char *actor,
     return s;
 }
 
+/* What the store and the code hold is printed with its control characters
+ * escaped (cli_text()). */
 static void print_step(const char *label, pl_step_type type, const char *actor,
                        const char *payload, const char *code)
 {
     if (!type)
         printf("    %s nothing: the policy ended here (code %s)\n", label,
-               or_dash(code));
+               cli_text(or_dash(code)));
     else
         printf("    %s %s by '%s' %s (code %s)\n", label,
-               pl_step_type_name(type), or_dash(actor),
-               payload ? payload : "(the engine's own step)", or_dash(code));
+               pl_step_type_name(type), cli_text(or_dash(actor)),
+               payload ? cli_text(payload) : "(the engine's own step)",
+               cli_text(or_dash(code)));
 }
 
 /* ---- a changed MCP tool: both its listings ------------------------------ */
@@ -123,7 +126,7 @@ static void root_changed(tool *t, const char *code)
 static void print_tool(const char *label, const cJSON *v)
 {
     char *text = v ? pl_json_print(v, false) : NULL;
-    printf("    %s %s\n", label, text ? text : "(not found)");
+    printf("    %s %s\n", label, text ? cli_text(text) : "(not found)");
     free(text);
 }
 
@@ -199,15 +202,17 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
             cJSON_AddStringToObject(j, "message", msg);
     }
     if (!t->opt.json) {
-        printf("check %s (%s): %s%s%s\n", id, pl_run_status_name(recorded),
-               verdict, note ? ", " : "", note ? note : "");
+        printf("check %s (%s): %s%s%s\n", cli_text(id),
+               pl_run_status_name(recorded), verdict, note ? ", " : "",
+               note ? cli_text(note) : "");
         for (size_t i = 0; i < t->w.n_changes; i++) {
             const code_change *c = &t->w.changes[i];
             printf("  recorded by other code%s: %s -> %s (%u call%s, first "
                    "at %s)\n",
                    st == PL_ENONDET ? "" : " that replays the same",
-                   or_dash(c->recorded), or_dash(c->now), c->count,
-                   c->count == 1 ? "" : "s", or_dash(c->step_id));
+                   cli_text(or_dash(c->recorded)), cli_text(or_dash(c->now)),
+                   c->count, c->count == 1 ? "" : "s",
+                   cli_text(or_dash(c->step_id)));
             cJSON *was, *is;
             mcp_tools(t, id, c->recorded, c->now, &was, &is);
             if (was || is) { /* an MCP server changed the tool */
@@ -220,7 +225,8 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
         if (st == PL_ENONDET && d->seen) {
             printf("  first divergence at step %s (invocation %s, position "
                    "%u)\n",
-                   or_dash(d->step_id), or_dash(d->path), d->seq);
+                   cli_text(or_dash(d->step_id)), cli_text(or_dash(d->path)),
+                   d->seq);
             print_step("recorded:", d->rec_type, d->rec_actor, d->rec_payload,
                        d->rec_code);
             print_step("now:     ", d->new_type, d->new_actor, d->new_payload,
@@ -228,8 +234,9 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
         }
         for (size_t i = 0; i < t->w.n_versions; i++) {
             const version_seen *v = &t->w.versions[i];
-            printf("  change '%s' at %s:%u: version %d%s%s\n", v->change,
-                   or_dash(v->path), v->seq, v->version,
+            printf("  change '%s' at %s:%u: version %d%s%s\n",
+                   cli_text(v->change), cli_text(or_dash(v->path)), v->seq,
+                   v->version,
                    v->recorded ? "" : " (the default: recorded before it)",
                    v->status == PL_ENEWERCODE
                        ? ", by newer code than the loaded one"
@@ -237,7 +244,7 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
                                : "");
         }
         if (msg && strcmp(verdict, "ok") != 0 && !d->seen)
-            printf("  %s\n", msg);
+            printf("  %s\n", cli_text(msg));
         if (o)
             printf("  calls served from the ledger %llu; %.2f ms\n",
                    (unsigned long long)o->calls_served, ms);

@@ -80,8 +80,8 @@ void mode_import(tool *t)
         return;
     }
     if (!t->opt.json)
-        printf("%s: imported from %s: %s, %llu steps\n", id,
-               strcmp(path, "-") ? path : "stdin",
+        printf("%s: imported from %s: %s, %llu steps\n", cli_text(id),
+               strcmp(path, "-") ? cli_text(path) : "stdin",
                pl_run_status_name(info->status),
                (unsigned long long)info->steps);
     cJSON *j = json_run(t, id);
@@ -212,7 +212,7 @@ void mode_submit(tool *t)
             cJSON_AddStringToObject(j, "status", "submitted");
         }
     } else {
-        printf("%s\n", id);
+        printf("%s\n", cli_text(id));
     }
     free(id);
 }

@@ -215,13 +215,14 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
     if (!t->opt.json)
         printf("run %s: %s%s%s\n  calls served from the ledger %llu, "
                "executed %llu; %.2f ms\n",
-               o->run_id, status, note ? " " : "", note ? note : "",
-               (unsigned long long)o->calls_served,
+               cli_text(o->run_id), status, note ? " " : "",
+               note ? cli_text(note) : "", (unsigned long long)o->calls_served,
                (unsigned long long)o->calls_executed, ms);
     switch (o->status) {
     case PL_RUN_CONTINUED:
         if (!t->opt.json)
-            printf("  continued as new: %s %s\n", or_dash(o->successor),
+            printf("  continued as new: %s %s\n",
+                   cli_text(or_dash(o->successor)),
                    stored(t, o->successor) ? "goes on" : "(deleted since)");
         t->n_ok++;
         break;
@@ -231,7 +232,7 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         const cJSON *res = last ? pl_step_payload(last) : NULL;
         if (!t->opt.json && res) {
             char *text = pl_json_print(res, false);
-            printf("  result %s\n", text ? text : "?");
+            printf("  result %s\n", text ? cli_text(text) : "?");
             free(text);
         }
         t->n_ok++;
@@ -242,7 +243,8 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
             char *text = o->prompt ? pl_json_print(o->prompt, false) : NULL;
             printf("  waiting at %s for an answer to %s\n  resume with: "
                    "--resume %s --answer JSON\n",
-                   or_dash(o->suspended_path), text ? text : "{}", o->run_id);
+                   cli_text(or_dash(o->suspended_path)),
+                   text ? cli_text(text) : "{}", cli_text(o->run_id));
             free(text);
         }
         t->n_suspended++;
@@ -254,14 +256,15 @@ void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note)
         cli_wait_text(what, sizeof what, o->wake_ms, o->wait_event,
                       cli_now_us());
         if (!t->opt.json)
-            printf("  waiting at %s %s\n", or_dash(o->suspended_path), what);
+            printf("  waiting at %s %s\n", cli_text(or_dash(o->suspended_path)),
+                   cli_text(what));
         t->n_suspended++;
         worst(t, EXIT_SUSPENDED);
         break;
     }
     default:
         if (!t->opt.json)
-            printf("  reason: %s\n", or_dash(o->reason));
+            printf("  reason: %s\n", cli_text(or_dash(o->reason)));
         t->n_failed++;
         worst(t, EXIT_FAILED);
         break;
@@ -453,7 +456,7 @@ int print_document(tool *t, int rc, const char *error)
         if (rc && cli_first_error())
             cJSON_AddStringToObject(doc, "message", cli_first_error());
     }
-    char *text = doc ? cli_utf8_only(pl_json_print(doc, true)) : NULL;
+    char *text = doc ? cli_json_safe(pl_json_print(doc, true)) : NULL;
     if (text)
         printf("%s\n", text);
     else {

@@ -306,9 +306,9 @@ static int chosen(const pl_run_info *info, void *user)
         }
     } else {
         printf("%s %s (%s, ended %s)%s%s\n",
-               t->opt.dry_run ? "would delete" : "delete", info->id,
+               t->opt.dry_run ? "would delete" : "delete", cli_text(info->id),
                pl_run_status_name(info->status), when,
-               *path ? ", archived to " : "", path);
+               *path ? ", archived to " : "", cli_text(path));
     }
     return 0;
 }

@@ -188,7 +188,8 @@ static int visit_crashed(const pl_run_info *info, void *user)
         }
     } else {
         printf("run %s: skipped: running in live process %lld on %s\n",
-               info->id, (long long)info->owner_pid, or_dash(info->owner_host));
+               cli_text(info->id), (long long)info->owner_pid,
+               cli_text(or_dash(info->owner_host)));
     }
     return 0;
 }

@@ -139,7 +139,7 @@ void mode_schedule(tool *t)
     }
     if (!put) {
         if (!o->json)
-            printf("deleted schedule %s\n", name);
+            printf("deleted schedule %s\n", cli_text(name));
         return;
     }
     /* its next tick, as the store now holds it */
@@ -170,6 +170,6 @@ void mode_schedule(tool *t)
         }
         cli_json_schedule(t->sched_json);
     } else {
-        printf("schedule %s: next tick %s\n", name, when);
+        printf("schedule %s: next tick %s\n", cli_text(name), when);
     }
 }

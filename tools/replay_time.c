@@ -35,7 +35,7 @@ static void report_delivery(tool *t, const char *what, int st, pl_outcome *o,
     if (j)
         cJSON_AddStringToObject(j, "status", "delivered");
     if (!t->opt.json)
-        printf("run %s: %s delivered\n", t->opt.run, what);
+        printf("run %s: %s delivered\n", cli_text(t->opt.run), cli_text(what));
 }
 
 /* The payload is checked before the store is opened: a refused signal

@@ -194,25 +194,27 @@ static void print_plan(const tool *t, const plan *p)
 {
     if (t->opt.json)
         return;
-    printf("upgrade %s: %s\n", p->id, p->why);
+    /* what the store holds, its control characters escaped (cli_text()) */
+    printf("upgrade %s: %s\n", cli_text(p->id), cli_text(p->why));
     printf("  fork at %s: root steps before it are kept and served; the new "
            "run goes on from there with the loaded code\n",
-           p->at_id);
+           cli_text(p->at_id));
     if (!p->n) {
         printf("  no call or side effect was recorded after %s: nothing can "
                "repeat\n",
-               p->at_id);
+               cli_text(p->at_id));
         return;
     }
     printf("  may repeat: %zu call(s) and side effect(s) that %s recorded "
            "after %s (or had in flight there) ran once; each runs again if "
            "the new code makes it again, under the new run's id (another "
            "idempotency key):\n",
-           p->n, p->id, p->at_id);
+           p->n, cli_text(p->id), cli_text(p->at_id));
     for (size_t i = 0; i < p->n; i++)
-        printf("    %-10s %-8s %-24s idempotency key %s/%s\n", p->v[i].step_id,
-               p->v[i].call ? "call" : "effect", p->v[i].name, p->id,
-               p->v[i].step_id);
+        printf("    %-10s %-8s %-24s idempotency key %s/%s\n",
+               cli_text(p->v[i].step_id), p->v[i].call ? "call" : "effect",
+               cli_text(p->v[i].name), cli_text(p->id),
+               cli_text(p->v[i].step_id));
 }
 
 static cJSON *json_plan(const plan *p)
@@ -269,9 +271,10 @@ static int mark_repeats(const pl_step *s, void *user)
         if (!rc->json)
             printf("  called again: %s at %s, %s (old key %s/%s, new key "
                    "%s/%s)\n",
-                   it->name, pl_step_id(s),
-                   it->same_input ? "the same input" : "another input", p->id,
-                   it->step_id, rc->nid, pl_step_id(s));
+                   cli_text(it->name), cli_text(pl_step_id(s)),
+                   it->same_input ? "the same input" : "another input",
+                   cli_text(p->id), cli_text(it->step_id), cli_text(rc->nid),
+                   cli_text(pl_step_id(s)));
         break;
     }
     return 0;
@@ -335,7 +338,8 @@ static int upgrade_one(tool *t, const char *id, bool named)
         return -1;
     }
     if (!t->opt.json)
-        printf("  run %s is superseded by run %s\n", id, nid);
+        printf("  run %s is superseded by run %s\n", cli_text(id),
+               cli_text(nid));
     pl_outcome *o = NULL;
     double t0 = now_ms();
     st = pl_run_continue(&o, t->engine, nid, NULL);

@@ -88,7 +88,7 @@ cJSON *json_versions(const watch *w)
 static void print_ids(const id_list *l)
 {
     for (size_t i = 0; i < l->n && i < IDS_SHOWN; i++)
-        printf("%s%s", i ? ", " : "", l->v[i]);
+        printf("%s%s", i ? ", " : "", cli_text(l->v[i]));
     if (l->n > IDS_SHOWN)
         printf(" and %zu more", l->n - IDS_SHOWN);
     printf("\n");
@@ -109,7 +109,8 @@ static void text_tallies(const tool *t)
                "(pl_ctx_version):\n");
     for (size_t i = 0; i < t->versions.n; i++) {
         const tally_row *r = &t->versions.v[i];
-        printf("  %-24s version %d%s: %zu run%s: ", r->key, r->version,
+        printf("  %-24s version %d%s: %zu run%s: ", cli_text(r->key),
+               r->version,
                r->is_default ? " (the default: recorded before the change)"
                              : "",
                r->runs.n, r->runs.n == 1 ? "" : "s");
@@ -119,7 +120,7 @@ static void text_tallies(const tool *t)
         printf("live runs by the code identity that recorded them:\n");
     for (size_t i = 0; i < t->codes.n; i++) {
         const tally_row *r = &t->codes.v[i];
-        printf("  %s: %zu run%s: ", r->key, r->runs.n,
+        printf("  %s: %zu run%s: ", cli_text(r->key), r->runs.n,
                r->runs.n == 1 ? "" : "s");
         print_ids(&r->runs);
     }

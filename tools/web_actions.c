@@ -187,51 +187,29 @@ static int continue_run(web *w, const char *id, const char *note, cJSON **out)
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
 }
 
-/* Does @p text hold the escape \u0000?  cJSON would make it a NUL that
- * ends its string there: {"name": "a\u0000b"} would signal "a".  Its
- * offset in *at. */
-static bool nul_escape(const char *text, size_t *at)
-{
-    for (const char *p = text; *p; p++) {
-        if (*p != '\\')
-            continue;
-        if (p[1] == 'u' && p[2] == '0' && p[3] == '0' && p[4] == '0' &&
-            p[5] == '0') {
-            *at = (size_t)(p - text);
-            return true;
-        }
-        if (p[1])
-            p++; /* the escaped character, "\\" too */
-    }
-    return false;
-}
-
 /* The request body as one JSON object; else a 400 in *out. */
 static int body_object(const web_req *r, cJSON **obj, cJSON **out)
 {
     *obj = NULL;
     if (!r->body || !r->len)
         return web_fail(out, 400, "bad_json", "the body must be a JSON object");
-    /* the body is NUL-terminated: parsed with its NUL, so that nothing
-     * may follow the object; a NUL inside it is refused */
-    const char *end = NULL;
     size_t bad = cli_utf8_bad(r->body, r->len);
     if (bad < r->len)
         return web_fail(out, 400, "bad_json",
                         "the body is not UTF-8 (at byte %zu)", bad);
-    if (nul_escape(r->body, &bad))
-        return web_fail(out, 400, "bad_json",
-                        "the body holds \\u0000 (at byte %zu): a string "
-                        "may not",
-                        bad);
-    if (strlen(r->body) == r->len)
-        *obj = cJSON_ParseWithLengthOpts(r->body, r->len + 1, &end, true);
-    if (!*obj || !cJSON_IsObject(*obj)) {
-        size_t at = end && end >= r->body ? (size_t)(end - r->body) : 0;
+    /* refused, saying where: a body that is not one JSON value, a NUL
+     * byte in it, a string holding \u0000 (cJSON would cut it there:
+     * {"name": "a\u0000b"} would signal "a") */
+    int st = pl_json_parse(obj, r->body, r->len);
+    if (st == PL_ENOMEM)
+        return web_fail(out, 500, "PL_ENOMEM", "out of memory");
+    if (st)
+        return web_fail(out, 400, "bad_json", "the body: %s", pl_errmsg());
+    if (!cJSON_IsObject(*obj)) {
         cJSON_Delete(*obj);
         *obj = NULL;
         return web_fail(out, 400, "bad_json",
-                        "the body is not one JSON object (at byte %zu)", at);
+                        "the body is not one JSON object");
     }
     return 200;
 }

@@ -229,7 +229,8 @@ bool web_counts_json(web *w, cJSON *into)
 /* Publish one event (under w->mu). */
 static void publish(web *w, const char *type, cJSON *data)
 {
-    char *text = data ? pl_json_print(data, false) : NULL;
+    /* UTF-8, no control character raw, as every answer (cli_json_safe()) */
+    char *text = data ? cli_json_safe(pl_json_print(data, false)) : NULL;
     cJSON_Delete(data);
     if (!text)
         return;

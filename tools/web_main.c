@@ -347,7 +347,7 @@ int main(int argc, char **argv)
         rc = CLI_EXIT_STORE;
         goto done;
     }
-    printf("ledger-web: serving %s%s on %s\n", w.store,
+    printf("ledger-web: serving %s%s on %s\n", cli_text(w.store),
            w.read_only ? " (read-only)" : "", w.url);
     if (w.token)
         printf("ledger-web: log in once at %s/login?token=... (the token "

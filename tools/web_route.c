@@ -130,7 +130,7 @@ static void json_reply(web_reply *out, int status, cJSON *doc)
     char *text = doc ? pl_json_print(doc, false) : NULL;
     cJSON_Delete(doc);
     if (text)
-        text = cli_utf8_only(text);
+        text = cli_json_safe(text);
     if (text)
         text = inert(text);
     out->type = "application/json";

@@ -143,10 +143,19 @@ static int schema_check(const char *policy, const char *field, const char *text)
 {
     if (!text)
         return PL_OK;
-    cJSON *json = cJSON_Parse(text);
+    /* a string cJSON would cut at a NUL is refused, naming it */
+    cJSON *json = NULL;
+    int st = pl_json_parse(&json, text, strlen(text));
+    if (st == PL_EJSON) {
+        char why[PL__ERRMSG_MAX];
+        pl__errmsg_save(why);
+        return pl__err(st, "policy '%s': %s: %s", policy, field, why);
+    }
+    if (st)
+        return st;
     bool object = cJSON_IsObject(json);
     pl_schema *s = NULL;
-    int st = object ? pl_schema_compile(&s, json) : PL_EJSON;
+    st = object ? pl_schema_compile(&s, json) : PL_EJSON;
     cJSON_Delete(json);
     pl_schema_free(s);
     if (!object)

@@ -523,13 +523,17 @@ int pl_schema_compile_text(pl_schema **out, const char *text)
     *out = NULL;
     if (!text)
         return pl_errorf(PL_EINVAL, "pl_schema_compile_text: text is NULL");
-    cJSON *json = cJSON_ParseWithOpts(text, NULL, true);
-    if (!json)
-        return pl_errorf(PL_EJSON,
-                         "JSON Schema is not valid JSON (near byte "
-                         "%td)",
-                         cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0);
-    int st = pl_schema_compile(out, json);
+    /* pl_json_parse(): where it fails is the text's own, not cJSON's
+     * global error pointer, which another thread's parse moves; a string
+     * cJSON would cut at a NUL is refused */
+    cJSON *json = NULL;
+    int st = pl_json_parse(&json, text, strlen(text));
+    if (st == PL_EJSON)
+        return pl_errorf(PL_EJSON, "JSON Schema is not valid JSON: %s",
+                         pl_errmsg());
+    if (st)
+        return st;
+    st = pl_schema_compile(out, json);
     cJSON_Delete(json);
     return st;
 }

@@ -110,8 +110,11 @@ static int read_line(reader *r)
 
 static int parse_line(cJSON **out, reader *r)
 {
-    *out = cJSON_ParseWithLength((const char *)r->line.data, r->line.len);
-    if (!*out || !cJSON_IsObject(*out)) {
+    /* a string cJSON would cut at a NUL is refused, naming it */
+    int st = pl_json_parse(out, (const char *)r->line.data, r->line.len);
+    if (st)
+        return pl__err(st, "line %lu: %s", r->no, pl_errmsg());
+    if (!cJSON_IsObject(*out)) {
         cJSON_Delete(*out);
         *out = NULL;
         return pl__err(PL_EJSON, "line %lu: not a JSON object", r->no);

@@ -163,6 +163,27 @@ int pl_ctx_invokef(cJSON **out, pl_ctx *ctx, const char *policy,
  */
 char *pl_json_print(const cJSON *json, bool formatted);
 
+/**
+ * Parse @p len bytes of JSON text into @p out as cJSON_ParseWithLength()
+ * does, refusing what cJSON would take and silently change.  cJSON's
+ * strings are C strings: a string holding the escape \u0000 (or a raw NUL
+ * byte) would end there, the rest of it lost, and the value read as if
+ * whole.  Such a string is refused, the message naming it by its JSON
+ * pointer ('/choices/0/message/content') and its byte; so is a key
+ * holding one.  Nothing may follow the value but white space.  The
+ * library reads every JSON text that comes from outside with it: models'
+ * answers, MCP servers' messages, imported runs, the tools' payloads,
+ * ledger-web's request bodies.
+ * @param[out] out  the value; caller owns, free with cJSON_Delete().  NULL
+ *                  on failure.
+ * @param[in] text  @p len bytes, which need not end in a NUL
+ * @return PL_OK; PL_EJSON (not one JSON value, or a string or key holding
+ *         a NUL: the message says which and where, without a prefix, for
+ *         the caller to add what the text was); PL_ENOMEM; PL_EINVAL (a
+ *         NULL argument).
+ */
+int pl_json_parse(cJSON **out, const char *text, size_t len);
+
 /* ------------------------------------------------------------------------ */
 /* JSON Schema                                                              */
 /* ------------------------------------------------------------------------ */

@@ -542,7 +542,20 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                        o.base_url, bad);
     }
     if (o.output_schema) {
-        m->output_schema = cJSON_Parse(o.output_schema);
+        /* a string cJSON would cut at a NUL is refused, naming it */
+        st = pl_json_parse(&m->output_schema, o.output_schema,
+                           strlen(o.output_schema));
+        if (st == PL_ENOMEM) {
+            llm_free(m);
+            return st;
+        }
+        if (st) {
+            char why[PL__ERRMSG_MAX];
+            pl__errmsg_save(why);
+            llm_free(m);
+            return pl__err(PL_EINVAL, "pl_llm_register: output_schema: %s",
+                           why);
+        }
         if (!cJSON_IsObject(m->output_schema)) {
             llm_free(m);
             return pl__err(PL_EINVAL, "pl_llm_register: output_schema is not "

@@ -318,8 +318,10 @@ static cJSON *openai_body(const pl__llm *m, const cJSON *messages,
  * call was checked when it was made, so this is only a stored oddity). */
 static cJSON *args_object(const cJSON *call)
 {
-    cJSON *o = cJSON_Parse(str_of(call, "arguments") ? str_of(call, "arguments")
-                                                     : "{}");
+    const char *text = str_of(call, "arguments") ? str_of(call, "arguments")
+                                                 : "{}";
+    cJSON *o = NULL; /* not one cJSON would cut at a NUL */
+    pl_json_parse(&o, text, strlen(text));
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         o = cJSON_CreateObject();
@@ -519,7 +521,9 @@ static cJSON *gemini_body(const pl__llm *m, const cJSON *messages,
         if (strcmp(role, "tool") == 0) {
             if (!results)
                 results = content_of(contents, "user");
-            cJSON *resp = cJSON_Parse(content);
+            /* text cJSON would cut at a NUL goes as the text it is */
+            cJSON *resp = NULL;
+            pl_json_parse(&resp, content, strlen(content));
             if (!cJSON_IsObject(resp)) {
                 cJSON_Delete(resp);
                 resp = NULL;

@@ -168,18 +168,16 @@ int pl__llm_parse_response(cJSON **answer, long *in_tokens, long *out_tokens,
 {
     *answer = NULL;
     *in_tokens = *out_tokens = 0;
-    cJSON *r = cJSON_ParseWithLength(body, len);
-    if (!r && nests_past(body, len, CJSON_NESTING_LIMIT))
+    cJSON *r = NULL;
+    int st = pl_json_parse(&r, body, len);
+    if (st == PL_EJSON && nests_past(body, len, CJSON_NESTING_LIMIT))
         return pl__err(PL_EJSON,
                        "the model's response nests deeper than %d levels, "
                        "the most this build parses (%zu bytes)",
                        CJSON_NESTING_LIMIT, len);
-    if (!r)
-        return pl__err(PL_EJSON,
-                       "the model's response is not JSON "
-                       "(%zu bytes)",
-                       len);
-    int st = parse_tree(answer, in_tokens, out_tokens, m, r, true);
+    if (st) /* not JSON, or a string cJSON would cut at a NUL */
+        return pl__err(st, "the model's response: %s", pl_errmsg());
+    st = parse_tree(answer, in_tokens, out_tokens, m, r, true);
     cJSON_Delete(r);
     return st;
 }
@@ -303,11 +301,11 @@ static char *mismatch(const pl_schema *check, const cJSON *value,
 /* Check the final answer against the output schema. */
 static char *check_schema(const pl__llm *m, const char *text)
 {
-    cJSON *v = cJSON_Parse(text);
-    if (!v)
+    cJSON *v = NULL;
+    if (pl_json_parse(&v, text, strlen(text)))
         return pl__asprintf("the answer is not JSON, as the output schema "
-                            "requires: '%.120s'",
-                            text);
+                            "requires (%s): '%.120s'",
+                            pl_errmsg(), text);
     char *why = mismatch(m->output_check, v, "the answer");
     cJSON_Delete(v);
     return why;
@@ -385,13 +383,22 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             *why = pl__asprintf("tool call %d ('%.100s') has no arguments", i,
                                 name);
         else if (cJSON_IsString(args)) {
-            cJSON *parsed = cJSON_Parse(args->valuestring);
-            if (!cJSON_IsObject(parsed))
+            /* JSON text: a string in it holding \u0000 is refused, as
+             * cJSON would cut it */
+            cJSON *parsed = NULL;
+            int pst = pl_json_parse(&parsed, args->valuestring,
+                                    strlen(args->valuestring));
+            if (pst == PL_ENOMEM)
+                return PL_ENOMEM;
+            if (pst)
                 *why = pl__asprintf("tool call %d ('%.100s') has arguments "
-                                    "that are %s: '%s'",
-                                    i, name,
-                                    parsed ? "not a JSON object" : "not JSON",
+                                    "that are refused: %s: '%s'",
+                                    i, name, pl_errmsg(),
                                     (q = quote(args)) ? q : "?");
+            else if (!cJSON_IsObject(parsed))
+                *why = pl__asprintf("tool call %d ('%.100s') has arguments "
+                                    "that are not a JSON object: '%s'",
+                                    i, name, (q = quote(args)) ? q : "?");
             else
                 *why = too_deep(parsed, name, i);
             if (!*why)

@@ -477,7 +477,23 @@ static int event(pl__llm_stream *s, const char *data, size_t n)
         s->done = true;
         return 0;
     }
-    cJSON *v = cJSON_ParseWithLength(data, n);
+    /* not JSON, or a string cJSON would cut at a NUL: refused, saying which */
+    cJSON *v = NULL;
+    int pst = pl_json_parse(&v, data, n);
+    if (pst == PL_ENOMEM)
+        return oom(s);
+    if (pst) {
+        char *what = pl__asprintf("%s (%s):",
+                                  p == PL__LLM_OLLAMA
+                                      ? "has a line that is refused"
+                                      : "has an event's data that is refused",
+                                  pl_errmsg());
+        if (!what)
+            return oom(s);
+        int st = refuse(s, what, data, n);
+        free(what);
+        return st;
+    }
     if (!cJSON_IsObject(v)) {
         cJSON_Delete(v);
         return refuse(s,
@@ -595,8 +611,10 @@ static cJSON *args_value(call *c, bool want_text)
         return cJSON_CreateString(t);
     if (!c->args.len)
         return c->start ? cJSON_Duplicate(c->start, 1) : cJSON_CreateObject();
-    cJSON *v = cJSON_ParseWithLength(t, c->args.len);
-    return v ? v : cJSON_CreateString(t);
+    /* text that is not JSON, or holds a string cJSON would cut at a NUL,
+     * stays text: the answer's check refuses it, saying why */
+    cJSON *v = NULL;
+    return pl_json_parse(&v, t, c->args.len) ? cJSON_CreateString(t) : v;
 }
 
 /* The response the provider sends without streaming, from what came. */

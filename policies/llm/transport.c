@@ -326,7 +326,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
 /* The provider's error text from a body, redacted, short. */
 static char *error_text(const char *body, size_t len, const char *key)
 {
-    cJSON *r = cJSON_ParseWithLength(body, len);
+    /* a body cJSON would cut at a NUL is quoted as it is */
+    cJSON *r = NULL;
+    pl_json_parse(&r, body, len);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
     const cJSON *msg = cJSON_IsObject(e)
                            ? cJSON_GetObjectItemCaseSensitive(e, "message")
@@ -770,8 +772,12 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
     int st = read_file(&text, &len, m->url.model);
     if (st)
         return st;
-    cJSON *script = cJSON_ParseWithLength(text, len);
+    cJSON *script = NULL;
+    st = pl_json_parse(&script, text, len);
     free(text);
+    if (st)
+        return pl__err(st, "scripted model: '%s': %s", m->url.model,
+                       pl_errmsg());
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(script, "responses");
     if (!cJSON_IsArray(rs)) {
         cJSON_Delete(script);

@@ -315,10 +315,9 @@ cJSON *pl__mcp_http_read(pl__mcp_http *h, int64_t id, bool stream,
 /* The message of a JSON-RPC error in a body that is not 2xx, if any. */
 static const char *error_message(const exchange *x, cJSON **hold)
 {
-    *hold = x->stream || !x->body.len
-                ? NULL
-                : cJSON_ParseWithLength((const char *)x->body.data,
-                                        x->body.len);
+    *hold = NULL;
+    if (!x->stream && x->body.len) /* not one cut at a NUL */
+        pl_json_parse(hold, (const char *)x->body.data, x->body.len);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(*hold, "error");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
     return cJSON_IsString(m) ? m->valuestring : NULL;

@@ -305,11 +305,10 @@ static long utf16_at(const char *p)
     return v;
 }
 
-cJSON *pl__mcp_parse(char *text, size_t len)
+/* Put U+FFFD in place of each escaped lone UTF-16 surrogate of @p text,
+ * which cJSON refuses; whether there was one. */
+static bool fix_surrogates(char *text, size_t len)
 {
-    cJSON *v = cJSON_ParseWithLength(text, len);
-    if (v || !memchr(text, '\\', len))
-        return v;
     bool fixed = false;
     for (size_t i = 0; i + 1 < len;) {
         if (text[i] != '\\') {
@@ -330,7 +329,38 @@ cJSON *pl__mcp_parse(char *text, size_t len)
         fixed = true;
         i += 6;
     }
-    return fixed ? cJSON_ParseWithLength(text, len) : NULL;
+    return fixed;
+}
+
+/* A message pl_json_parse() refused (pl_errmsg() says why): when cJSON
+ * reads an answer in it, its id's error, so that the call it answers
+ * fails now, saying why, rather than waiting for another answer; else
+ * NULL (no message). */
+static cJSON *refused(const char *text, size_t len)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "the server's answer is refused: %s",
+             pl_errmsg());
+    cJSON *v = cJSON_ParseWithLength(text, len);
+    cJSON *id = cJSON_DetachItemFromObjectCaseSensitive(v, "id");
+    cJSON *a = NULL;
+    if ((cJSON_IsNumber(id) || cJSON_IsString(id)) &&
+        !cJSON_HasObjectItem(v, "method"))
+        pl_json_pack(&a, "{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
+                     "error", "code", -32700, "message", why);
+    cJSON_Delete(id);
+    cJSON_Delete(v);
+    return a;
+}
+
+cJSON *pl__mcp_parse(char *text, size_t len)
+{
+    /* pl_json_parse() refuses a string cJSON would cut at a NUL */
+    cJSON *v = NULL;
+    int st = pl_json_parse(&v, text, len);
+    if (st == PL_EJSON && memchr(text, '\\', len) && fix_surrogates(text, len))
+        st = pl_json_parse(&v, text, len);
+    return st == PL_EJSON ? refused(text, len) : v;
 }
 
 int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)

@@ -4,6 +4,7 @@ whose plugin is loaded; a suspended one, with or without it) is summed up
 as --run sums it up, and its end is folded into the exit status (5:
 cancelled); a run only marked (waiting, its plugin not loaded) says
 "cancel delivered" and what it is now, exit 0, and --wake ends it later.
+A reason holding control characters is printed with each escaped.
 With --pg, the same on PostgreSQL (run under tests/pg_run.sh: a schema per
 case).  Standard library only.  Exits 1 if any case fails.
 """
@@ -111,6 +112,16 @@ def case_a_suspended_run_ends_now_with_or_without_its_plugin():
                              expect=5)
         check([(r["run_id"], r["status"]) for r in doc["runs"]]
               == [("ap-2", "cancelled")], "--json", doc)
+        # a reason holding control characters is printed escaped: raw, it
+        # rewrote the terminal and forged a line of the output
+        start(s, "approval", "ap-3", "suspended\n")
+        p = bare(s, "--cancel", "ap-3", "--reason",
+                 "why\x1b[2J\r\nFAULT forged\x07\x7f\x9b", expect=5)
+        check("\n  reason: why\\x1b[2J\\r\\nFAULT forged\\x07\\x7f"
+              "\\u009b\n" in p.stdout, "the reason not escaped", p.stdout)
+        check(not any(c in p.stdout for c in "\x1b\r\x07\x7f\x9b") and
+              "\nFAULT" not in p.stdout, "a raw control character",
+              repr(p.stdout))
     finally:
         s.close()
 

@@ -596,15 +596,26 @@ def case_resume():
         token = r["resume_token"]
 
         # bad answers: exit 1, the run still waits
-        for answer, word in (('{"approved": tru', "not valid JSON"),
+        # a string holding \u0000 would be cut at its NUL, as would a file
+        # at a NUL byte: refused, saying where
+        nul_file = os.path.join(s.dir, "nul.json")
+        with open(nul_file, "wb") as f:
+            f.write(b'{"approved": true}\x00{"approved": false}')
+        for answer, word in (('{"approved": tru', "not JSON"),
                              ("[1, 2]", "JSON object"),
                              ('"yes"', "JSON object"),
-                             ("", "not valid JSON"),
-                             ('{"a": 1} trailing', "not valid JSON")):
+                             ("", "not JSON"),
+                             ('{"a": 1} trailing', "not one JSON value"),
+                             ('{"approved": "no\\u0000 yes"}',
+                              "the string at '/approved' holds \\u0000")):
             p = s.tool("--resume", "ap-1", "--answer", answer, plugins=P,
                        expect=1)
             check(word in p.stderr and "--answer" in p.stderr,
                   "bad answer not explained", answer, p.stderr)
+        p = s.tool("--resume", "ap-1", "--answer", "@" + nul_file, plugins=P,
+                   expect=1)
+        check("nul.json" in p.stderr and "a NUL byte (at byte 18)" in p.stderr,
+              "a NUL byte in the answer's file not explained", p.stderr)
         p = s.tool("--resume", "ap-1", "--answer", '{"approved": true}',
                    "--token", "0" * 32, plugins=P, expect=1)
         check("token" in p.stderr, "wrong token not explained", p.stderr)

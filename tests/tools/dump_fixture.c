@@ -26,6 +26,12 @@
  *       "loop~2" queued; then link ID deleted, and with "forget" its
  *       tombstone expired and removed too (kept a millisecond); with
  *       "expire" expired (kept a millisecond) but not removed.
+ *   dump_fixture STORE hostile
+ *       runs whose stored strings hold control characters (ESC [, a
+ *       carriage return, line feeds, BEL, DEL, a C1 CSI): "h-failed" (its
+ *       reason), "h-error" (an error result's code and message),
+ *       "h-suspended" (its prompt) and "h-cancelled" (its reason), all of
+ *       policy "hostile", whose code version holds ESC [ too.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -109,12 +115,11 @@ static int boom(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_errorf(PL_EPOLICY, "the card was declined");
 }
 
-static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+/* Ask a human @p question; the answer is the result. */
+static int ask(pl_ctx *ctx, pl_steps *out, const char *question)
 {
-    (void)a;
-    (void)user;
     cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "question", "ship order 42?");
+    cJSON_AddStringToObject(p, "question", question);
     cJSON *answer = NULL;
     int st = pl_ctx_invoke(&answer, ctx, "human", p);
     cJSON_Delete(p);
@@ -123,6 +128,13 @@ static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     st = pl_steps_add_result(out, answer);
     cJSON_Delete(answer);
     return st;
+}
+
+static int approve(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    return ask(ctx, out, "ship order 42?");
 }
 
 static int die(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -244,16 +256,44 @@ static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_text(out, NULL, "loop done");
 }
 
-static int add(pl_registry *reg, const char *name, pl_policy_fn fn,
-               bool idempotent)
+/* What a hostile string holds: a screen cleared, a line forged, a bell,
+ * DEL and a C1 CSI (U+009B). */
+#define HOSTILE                                                                \
+    "x\x1b[2J\x1b[H\rFAULT run forged: by the store\nok    run forged\x07 "    \
+    "\x7f \xc2\x9b"                                                            \
+    "31m"
+
+/* {"how": "fail" | "error" | "ask"}: fails with HOSTILE as its message,
+ * returns an error result holding it, or asks a human it. */
+static int hostile(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)user;
+    const char *how = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(a->payload, "how"));
+    if (how && !strcmp(how, "fail"))
+        return pl_errorf(PL_EPOLICY, "%s", HOSTILE);
+    if (how && !strcmp(how, "error"))
+        return pl_steps_add_error(out, "E\x1b[31mX", HOSTILE);
+    return ask(ctx, out, HOSTILE);
+}
+
+/* A policy of code version @p code. */
+static int add_coded(pl_registry *reg, const char *name, pl_policy_fn fn,
+                     bool idempotent, const char *code)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
     d.name = name;
     d.fn = fn;
     d.idempotent = idempotent;
     d.in_doubt = PL_IN_DOUBT_FAIL;
-    d.code_version = "fixture-1";
+    d.code_version = code;
     return pl_registry_add(reg, &d);
+}
+
+static int add(pl_registry *reg, const char *name, pl_policy_fn fn,
+               bool idempotent)
+{
+    return add_coded(reg, name, fn, idempotent, "fixture-1");
 }
 
 static pl_registry *registry(void)
@@ -266,6 +306,8 @@ static pl_registry *registry(void)
         add(reg, "crasher", crasher, true) || add(reg, "slow", slow, true) ||
         add(reg, "looper", looper, true) || add(reg, "ticker", ticker, true) ||
         add(reg, "fan", fan, true) || add(reg, "quitter", quitter, true) ||
+        /* its code version holds ESC [ too */
+        add_coded(reg, "hostile", hostile, true, "fixture\x1b[31m-1") ||
         pl_registry_add_human(reg, "human")) {
         fprintf(stderr, "registry: %s\n", pl_errmsg());
         exit(1);
@@ -375,6 +417,29 @@ int main(int argc, char **argv)
         }
         pl_outcome_free(o);
         cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return rc;
+    }
+    if (!strcmp(argv[2], "hostile") && argc == 3) {
+        if (pl_engine_open(&e, path, reg, NULL)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        cJSON *p[3] = {cJSON_CreateObject(), cJSON_CreateObject(),
+                       cJSON_CreateObject()};
+        cJSON_AddStringToObject(p[0], "how", "fail");
+        cJSON_AddStringToObject(p[1], "how", "error");
+        rc = start(e, "h-failed", "hostile", p[0], PL_RUN_FAILED) ||
+             start(e, "h-error", "hostile", p[1], PL_RUN_COMPLETED) ||
+             start(e, "h-suspended", "hostile", p[2], PL_RUN_SUSPENDED) ||
+             start(e, "h-cancelled", "hostile", p[2], PL_RUN_SUSPENDED);
+        if (!rc && pl_run_cancel(e, "h-cancelled", HOSTILE)) {
+            fprintf(stderr, "cancel: %s\n", pl_errmsg());
+            rc = 1;
+        }
+        for (int i = 0; i < 3; i++)
+            cJSON_Delete(p[i]);
         pl_engine_close(e);
         pl_registry_free(reg);
         return rc;

@@ -690,6 +690,117 @@ class CrashedEarlyTest(unittest.TestCase):
         return runs[0]["steps"]
 
 
+# What dump_fixture's "hostile" runs store (its HOSTILE): a screen cleared,
+# a line forged, a bell, DEL and a C1 CSI.
+HOSTILE = ("x\x1b[2J\x1b[H\rFAULT run forged: by the store\nok    run "
+           "forged\x07 \x7f \x9b31m")
+# Bytes that drive a terminal: C0 but the line feed, DEL, and C1 (U+0080 ..
+# U+009F, two bytes in UTF-8).
+RAW_CONTROL = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+def strings(v):
+    """Every string in a JSON value."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from strings(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from strings(x)
+
+
+class HostileTest(unittest.TestCase):
+    """A stored string holding control characters (a failed run's reason,
+    an error result's code and message, a prompt, a cancel's reason) is
+    printed with each escaped, in text as in JSON: printed raw, ESC [
+    rewrote the operator's terminal and a carriage return or a line feed
+    forged a line of the output ("FAULT run forged")."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="pl-dump-hostile-")
+        cls.store = os.path.join(cls.tmp, "store")
+        os.mkdir(cls.store)
+        subprocess.run([FIXTURE, cls.store, "hostile"], check=True,
+                       timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def raw(self, *args):
+        p = subprocess.run([DUMP, self.store, *args], capture_output=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def inert(self, out, what):
+        m = RAW_CONTROL.search(out)
+        if m:
+            self.fail("%s: a raw control byte %r at %d: %r" % (
+                what, m.group(0), m.start(), out[max(0, m.start() - 40):][:80]))
+        for line in out.split(b"\n"):
+            self.assertFalse(line.startswith((b"FAULT run forged",
+                                              b"ok    run forged")),
+                             "%s: a forged line: %r" % (what, line))
+
+    def test_text_escapes_every_control_character(self):
+        self.inert(self.raw(), "the run list")
+        for run in ("h-failed", "h-error", "h-suspended", "h-cancelled"):
+            out = self.raw("--run", run, "--full")
+            self.inert(out, run)
+            self.assertIn(b"x\\x1b[2J\\x1b[H\\rFAULT run forged: by the "
+                          b"store\\nok    run forged\\x07 \\x7f \\u009b31m"
+                          if run in ("h-failed", "h-cancelled") else
+                          b"\\u009b31m", out)
+        self.assertIn(b"  code     fixture\\x1b[31m-1\n",
+                      self.raw("--run", "h-error"))
+        self.inert(self.raw("--verify"), "--verify")
+
+    def test_json_escapes_del_and_c1_too(self):
+        # the run list, a line a run, and a run as one document (indented
+        # with tabs and line feeds, the only control bytes it holds raw)
+        for args in (("--format", "jsonl"), ("--format", "json"),
+                     ("--run", "h-failed", "--format", "json"),
+                     ("--run", "h-cancelled", "--format", "json")):
+            out = self.raw(*args)
+            self.inert(out.replace(b"\n", b"").replace(b"\t", b""),
+                       " ".join(args))
+            self.assertIn(b"\\u007f \\u009b31m", out)
+            docs = ([json.loads(l) for l in out.splitlines()]
+                    if "jsonl" in args else [json.loads(out)])
+            self.assertTrue(any(HOSTILE in t for d in docs
+                                for t in strings(d)),
+                            "%s: the reason not read back whole" % (args,))
+
+    def test_ledger_web_answers_escape_del_and_c1(self):
+        if not WEB:
+            self.skipTest("no ledger-web")
+        import urllib.request
+        with open(os.path.join(self.tmp, "web.err"), "w+") as err:
+            w = subprocess.Popen([WEB, self.store, "--read-only", "--listen",
+                                  "127.0.0.1:0"], stdout=subprocess.PIPE,
+                                 stderr=err)
+            try:
+                first = w.stdout.readline()
+                self.inert(first, "ledger-web's first line")
+                url = re.search(rb"http://\S+", first).group(0).decode()
+                for path in ("/api/runs", "/api/runs/h-failed",
+                             "/api/runs/h-cancelled"):
+                    with urllib.request.urlopen(url + path, timeout=30) as r:
+                        out = r.read()
+                    self.inert(out, path)
+                    self.assertIn(b"\\u007f \\u009b31m", out)
+                    self.assertTrue(any(HOSTILE in t for t in
+                                        strings(json.loads(out))), path)
+            finally:
+                w.send_signal(signal.SIGTERM)
+                w.communicate(timeout=30)
+            self.assertEqual(w.returncode, 0)
+
+
 if __name__ == "__main__":
     DUMP, FIXTURE = sys.argv[1], sys.argv[2]
     WEB = sys.argv[3] if len(sys.argv) > 3 else None

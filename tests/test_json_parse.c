@@ -1,0 +1,119 @@
+/*
+ * test_json_parse.c -- pl_json_parse (core/ext/json_parse.c): JSON text
+ * from outside parsed whole or refused.
+ *
+ * Covers: a text parsed as cJSON parses it, a text that is not JSON, one
+ * with more after its value, a length that stops before the text's NUL;
+ * a string or a key holding the escape \u0000 or a raw NUL byte, refused
+ * with the JSON pointer of the string and its byte, at the top, in arrays,
+ * in nested objects, after escaped quotes and backslashes; "\\u0000" (an
+ * escaped backslash and the text u0000) taken as the text it is; NULL
+ * arguments.
+ */
+#include "support.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void expect_has(const char *hay, const char *needle)
+{
+    cr_expect(hay && strstr(hay, needle) != NULL, "expected \"%s\" in: %s",
+              needle, hay ? hay : "(null)");
+}
+
+/* Parse @p text (its strlen, or @p len when not 0): it must be refused
+ * with PL_EJSON and a message holding @p what. */
+static void refused(const char *text, size_t len, const char *what)
+{
+    cJSON *v = (cJSON *)1;
+    int st = pl_json_parse(&v, text, len ? len : strlen(text));
+    cr_expect_eq(st, PL_EJSON, "%s: %s (%s)", text, pl_status_name(st),
+                 pl_errmsg());
+    cr_expect_null(v, "%s: out is set on failure", text);
+    expect_has(pl_errmsg(), what);
+}
+
+Test(json_parse, a_json_text_is_parsed_as_cjson_parses_it)
+{
+    const char *text = " {\"a\": [1, \"x\\\"y\", {\"b\": null}], \"c\": "
+                       "\"\\u00e9\\\\\"} \n";
+    cJSON *v = NULL;
+    cr_assert_eq(pl_json_parse(&v, text, strlen(text)), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON *want = cJSON_Parse(text);
+    cr_expect(cJSON_Compare(v, want, true));
+    cJSON_Delete(want);
+    cJSON_Delete(v);
+    /* the length bounds the text: nothing is read past it */
+    const char buf[] = {'[', '1', ']', 'x'};
+    cr_assert_eq(pl_json_parse(&v, buf, 3), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(cJSON_GetArraySize(v), 1);
+    cJSON_Delete(v);
+}
+
+Test(json_parse, text_that_is_not_one_value_is_refused)
+{
+    refused("", 0, "not JSON");
+    refused("{\"a\": ", 0, "not JSON (at byte");
+    refused("{} {}", 0, "more follows it (at byte 3 of 5)");
+    refused("{\"a\": 1}x", 0, "more follows it");
+    refused("{\"a\": 1}\0", 9, "more follows it (at byte 8");
+    refused("[1,\0 2]", 7, "a NUL byte outside any string (at byte 3)");
+}
+
+Test(json_parse, a_string_holding_u0000_is_refused_by_its_pointer)
+{
+    refused("\"ab\\u0000cd\"", 0, "the string at '' holds \\u0000 (at byte 3)");
+    refused("{\"choices\": [{\"message\": {\"content\": \"ok\\u0000rm -rf "
+            "/\"}}]}",
+            0, "the string at '/choices/0/message/content' holds \\u0000");
+    refused("[1, \"a\", [true, \"\\\"q\\\\\\u0000\"]]", 0,
+            "the string at '/2/1' holds \\u0000 (at byte 22)");
+    refused("{\"a\": {\"x\": 1, \"b/c~\": \"\\u0000\"}}", 0,
+            "the string at '/a/b~1c~0' holds");
+    refused("{\"a\": 1, \"b\": \"z\\u0000\"}", 0, "the string at '/b'");
+    /* the rest of the string would be lost: the message says so */
+    refused("[\"\\u0000\"]", 0, "the rest of it would be lost");
+}
+
+Test(json_parse, a_key_holding_u0000_is_refused)
+{
+    refused("{\"ok\": 1, \"sec\\u0000ret\": 2}", 0,
+            "a key of the object at '' holds \\u0000 (at byte 14)");
+    refused("{\"a\": [{\"k\\u0000\": 1}]}", 0,
+            "a key of the object at '/a/0' holds");
+}
+
+Test(json_parse, a_raw_nul_byte_in_a_string_is_refused)
+{
+    const char text[] = "{\"t\": \"ab\0cd\"}";
+    refused(text, sizeof text - 1,
+            "the string at '/t' holds a NUL byte (at "
+            "byte 9)");
+}
+
+Test(json_parse, an_escaped_backslash_before_u0000_is_text)
+{
+    const char *text = "{\"t\": \"\\\\u0000 is text\"}";
+    cJSON *v = NULL;
+    cr_assert_eq(pl_json_parse(&v, text, strlen(text)), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_str_eq(cJSON_GetObjectItemCaseSensitive(v, "t")->valuestring,
+                     "\\u0000 is text");
+    cJSON_Delete(v);
+    /* other escapes of small code points are kept */
+    text = "[\"\\u0001\\u0010\"]";
+    cr_assert_eq(pl_json_parse(&v, text, strlen(text)), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(strlen(cJSON_GetArrayItem(v, 0)->valuestring), 2);
+    cJSON_Delete(v);
+}
+
+Test(json_parse, null_arguments_are_refused)
+{
+    cJSON *v = NULL;
+    cr_expect_eq(pl_json_parse(NULL, "{}", 2), PL_EINVAL);
+    expect_has(pl_errmsg(), "out is NULL");
+    cr_expect_eq(pl_json_parse(&v, NULL, 0), PL_EINVAL);
+    expect_has(pl_errmsg(), "text is NULL");
+}
