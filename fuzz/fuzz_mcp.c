@@ -124,16 +124,23 @@ static void lines(pl__buf *seen, size_t *garbage, const uint8_t *sizes,
 }
 
 /* The lines of @p body that are neither JSON objects nor blank ("" or
- * "\r"), counted here. */
+ * "\r"), counted here, each read as a server's line is read
+ * (pl__mcp_parse(): one JSON value and nothing after it, a string holding
+ * a NUL refused; it may mend the copy it is given). */
 static size_t garbage_in(const char *body, size_t len)
 {
     size_t n = 0;
     for (const char *p = body, *nl;
          (nl = memchr(p, '\n', len - (size_t)(p - body))); p = nl + 1) {
         size_t k = (size_t)(nl - p);
-        cJSON *v = cJSON_ParseWithLength(p, k);
+        char *copy = malloc(k + 1);
+        CHECK(copy);
+        memcpy(copy, p, k);
+        copy[k] = '\0';
+        cJSON *v = pl__mcp_parse(copy, k);
         n += !cJSON_IsObject(v) && k && !(k == 1 && *p == '\r');
         cJSON_Delete(v);
+        free(copy);
     }
     return n;
 }
