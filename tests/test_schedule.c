@@ -659,6 +659,31 @@ static void on_sched_event(const pl_event *ev, void *user)
         atomic_fetch_add(&sched_failed, 1);
 }
 
+/* Put "big", due every minute from two minutes ago (its latest tick due),
+ * its payload of 2 KiB over an engine's max_payload of 1 KiB: each firing
+ * fails.  Now, in ms. */
+static int64_t put_big_schedule(pl_engine *e)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    pl_schedule sc = PL_SCHEDULE_INIT;
+    sc.name = "big";
+    sc.cron = "* * * * *";
+    sc.policy = "echo";
+    sc.catch_up = PL_CATCH_UP_LATEST;
+    sc.start_ms = now_ms - 2 * MIN_MS;
+    char text[2048];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "s", text);
+    sc.payload = p;
+    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    return now_ms;
+}
+
 /* A worker whose firing fails says so (PL_EVENT_SCHEDULE_FAILED, with the
  * status and why, no run id), and the tick stays due, to be tried again:
  * here the schedule's payload is over the engine's max_payload. */
@@ -671,23 +696,7 @@ Test(schedule, a_worker_reports_a_failed_firing)
     pl_engine *e = NULL;
     cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
                  pl_errmsg());
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    pl_schedule sc = PL_SCHEDULE_INIT;
-    sc.name = "big";
-    sc.cron = "* * * * *";
-    sc.policy = "echo";
-    sc.catch_up = PL_CATCH_UP_LATEST;
-    sc.start_ms = now_ms - 2 * MIN_MS;
-    cJSON *p = cJSON_CreateObject();
-    char text[2048];
-    memset(text, 'x', sizeof text - 1);
-    text[sizeof text - 1] = '\0';
-    cJSON_AddStringToObject(p, "s", text);
-    sc.payload = p;
-    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    int64_t now_ms = put_big_schedule(e);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
     for (int i = 0; i < 12000 && !atomic_load(&sched_failed); i++) {
@@ -737,23 +746,7 @@ Test(schedule, a_failing_schedule_leaves_engine_wake_to_wake_the_runs)
     cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
                  pl_errmsg());
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    pl_schedule sc = PL_SCHEDULE_INIT;
-    sc.name = "big";
-    sc.cron = "* * * * *";
-    sc.policy = "echo";
-    sc.catch_up = PL_CATCH_UP_LATEST;
-    sc.start_ms = now_ms - 2 * MIN_MS;
-    char text[2048];
-    memset(text, 'x', sizeof text - 1);
-    text[sizeof text - 1] = '\0';
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "s", text);
-    sc.payload = p;
-    cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
+    put_big_schedule(e);
     pl_outcome *out = t_start(e, "nap", "{\"ms\":1}", "napper");
     cr_assert_eq(out->status, PL_RUN_WAITING);
     pl_outcome_free(out);
