@@ -286,6 +286,29 @@ uint64_t pl__mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int pl__cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    int err = pthread_condattr_init(&a);
+    if (err)
+        return err;
+    err = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    if (!err)
+        err = pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return err;
+}
+
+struct timespec pl__mono_deadline(int64_t us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = (int64_t)ts.tv_nsec + (us % 1000000) * 1000;
+    ts.tv_sec += (time_t)(us / 1000000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    return ts;
+}
+
 void pl__hex(char *out, const uint8_t *p, size_t n)
 {
     static const char digits[] = "0123456789abcdef";

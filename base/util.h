@@ -10,6 +10,7 @@
 #ifndef PL_UTIL_H
 #define PL_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -250,6 +251,13 @@ PL__HIDDEN bool pl__run_id_ok(const char *s);
 
 PL__HIDDEN int64_t pl__now_us(void);   /* wall clock, Unix microseconds */
 PL__HIDDEN uint64_t pl__mono_ns(void); /* monotonic nanoseconds */
+/* Initialise @p cv for timed waits measured on CLOCK_MONOTONIC, so that a
+ * wall clock set back (an NTP step, an operator) does not stretch a wait,
+ * nor one set forward cut it short; 0 or pthread_cond_init()'s errno. */
+PL__HIDDEN int pl__cond_init_mono(pthread_cond_t *cv);
+/* The deadline @p us from now, for pthread_cond_timedwait() on a condition
+ * variable made by pl__cond_init_mono(). */
+PL__HIDDEN struct timespec pl__mono_deadline(int64_t us);
 
 /* Lower-case hex of @p n bytes into out (2n chars + NUL). */
 PL__HIDDEN void pl__hex(char *out, const uint8_t *p, size_t n);

@@ -5,6 +5,7 @@
 #ifndef PL_CLI_H
 #define PL_CLI_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,13 @@ bool cli_once(cli_seen *seen, const char *arg, const char *const *one);
 
 /* Now, Unix microseconds (the wall clock). */
 int64_t cli_now_us(void);
+
+/* Initialise @p cv for timed waits on CLOCK_MONOTONIC: a wait for a span
+ * of time (a poll's period, a stream's wait) that a wall clock set back
+ * must not stretch; true, or false when it cannot be made. */
+bool cli_cond_init_mono(pthread_cond_t *cv);
+/* The deadline @p ms from now for such a condition variable. */
+struct timespec cli_deadline_ms(long ms);
 
 /*
  * Parse a time given by a person: an ISO 8601 date ("2026-11-24"), a UTC

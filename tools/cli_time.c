@@ -16,6 +16,30 @@ int64_t cli_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+bool cli_cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    if (pthread_condattr_init(&a))
+        return false;
+    bool ok = !pthread_condattr_setclock(&a, CLOCK_MONOTONIC) &&
+              !pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return ok;
+}
+
+struct timespec cli_deadline_ms(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
 static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 {

@@ -242,7 +242,9 @@ typedef struct web_conn {
 } web_conn;
 
 static pthread_mutex_t g_conn_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_conn_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t g_conn_cv; /* on CLOCK_MONOTONIC: web_guard_start() */
+static pthread_once_t g_conn_cv_once = PTHREAD_ONCE_INIT;
+static bool g_conn_cv_ok;
 static web_conn *g_conns;
 static bool g_guard_stop;
 static pthread_t g_guard;
@@ -369,13 +371,18 @@ static void *guard_main(void *arg)
             g_on_cut(g_on_cut_arg);
             pthread_mutex_lock(&g_conn_mu);
         }
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_sec += 1;
+        struct timespec t = cli_deadline_ms(1000);
         pthread_cond_timedwait(&g_conn_cv, &g_conn_mu, &t);
     }
     pthread_mutex_unlock(&g_conn_mu);
     return NULL;
+}
+
+/* The guard's look comes a second after the last, whatever the wall clock
+ * does meanwhile. */
+static void conn_cv_init(void)
+{
+    g_conn_cv_ok = cli_cond_init_mono(&g_conn_cv);
 }
 
 bool web_guard_start(unsigned stall_s, void (*on_cut)(void *), void *arg)
@@ -384,7 +391,9 @@ bool web_guard_start(unsigned stall_s, void (*on_cut)(void *), void *arg)
     g_on_cut = on_cut;
     g_on_cut_arg = arg;
     g_guard_stop = false;
-    g_guard_started = pthread_create(&g_guard, NULL, guard_main, NULL) == 0;
+    pthread_once(&g_conn_cv_once, conn_cv_init);
+    g_guard_started = g_conn_cv_ok &&
+                      pthread_create(&g_guard, NULL, guard_main, NULL) == 0;
     if (!g_guard_started)
         cli_error("note: slow requests, and answers a client does not "
                   "take, are cut after %d s of silence only, not %d s "

@@ -38,17 +38,6 @@
 #define RECHECK_POLLS 10     /* watched runs re-read every N polls anyway */
 #define NEW_MAX 100          /* new runs announced per poll */
 
-static void deadline_in(struct timespec *ts, long ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static bool stopping(web *w)
 {
     pthread_mutex_lock(&w->mu);
@@ -188,8 +177,7 @@ static void *counter_main(void *arg)
             pthread_mutex_lock(&w->mu);
             continue;
         }
-        struct timespec ts;
-        deadline_in(&ts, 1000);
+        struct timespec ts = cli_deadline_ms(1000);
         pthread_cond_timedwait(&w->wake, &w->mu, &ts);
     }
     pthread_mutex_unlock(&w->mu);
@@ -303,8 +291,7 @@ void web_sse_kick(web *w)
 
 long web_sse_next(web *w, uint64_t *seq, char *buf, size_t n, int wait_ms)
 {
-    struct timespec ts;
-    deadline_in(&ts, wait_ms);
+    struct timespec ts = cli_deadline_ms(wait_ms);
     long len = 0;
     pthread_mutex_lock(&w->mu);
     uint64_t kicks = w->sse_kicks;
@@ -504,8 +491,7 @@ static void *poller_main(void *arg)
             w->counts_dirty = true;
             pthread_cond_signal(&w->wake);
         }
-        struct timespec ts;
-        deadline_in(&ts, WEB_POLL_MS);
+        struct timespec ts = cli_deadline_ms(WEB_POLL_MS);
         while (!w->stopping &&
                pthread_cond_timedwait(&w->wake, &w->mu, &ts) != ETIMEDOUT) {
         }
@@ -516,9 +502,8 @@ static void *poller_main(void *arg)
 
 bool web_live_open(web *w)
 {
-    if (pthread_mutex_init(&w->mu, NULL) ||
-        pthread_cond_init(&w->changed, NULL) ||
-        pthread_cond_init(&w->wake, NULL)) {
+    if (pthread_mutex_init(&w->mu, NULL) || !cli_cond_init_mono(&w->changed) ||
+        !cli_cond_init_mono(&w->wake)) {
         cli_error("cannot make a lock");
         return false;
     }

@@ -213,7 +213,15 @@ int pl_engine_open(pl_engine **out, const char *path,
                       : opts->tombstone_ms > PL_RETAIN_MS_MAX
                           ? INT64_MAX / 2
                           : (int64_t)opts->tombstone_ms * 1000;
-    pthread_cond_init(&e->renew_cv, NULL);
+    /* the renewer's waits are on the monotonic clock (lease.c) */
+    int cerr = pl__cond_init_mono(&e->renew_cv);
+    if (cerr) {
+        free(e);
+        return pl__err(PL_ENOMEM,
+                       "pl_engine_open: cannot make a condition "
+                       "variable: %s",
+                       strerror(cerr));
+    }
     atomic_init(&e->worker_stop, 0);
     atomic_init(&e->wait_in_place_ms, -1);
     e->reg = registry;

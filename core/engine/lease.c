@@ -27,14 +27,13 @@
 
 #define RENEW_MAX 1024 /* leases renewed per transaction */
 
-/* Wait until @p us from now, or until the renewer is asked to stop. */
+/* Wait until @p us from now, or until the renewer is asked to stop.  The
+ * deadline is on CLOCK_MONOTONIC (renew_cv is made so, engine.c): a wall
+ * clock set back an hour would have held the renewer an hour, and every
+ * lease it keeps would have expired under a process still executing. */
 static void renew_wait(pl_engine *e, int64_t us)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = (int64_t)ts.tv_nsec + (us % 1000000) * 1000;
-    ts.tv_sec += (time_t)(us / 1000000 + ns / 1000000000);
-    ts.tv_nsec = (long)(ns % 1000000000);
+    struct timespec ts = pl__mono_deadline(us);
     while (!e->renew_stop &&
            pthread_cond_timedwait(&e->renew_cv, &e->mu, &ts) != ETIMEDOUT)
         ;

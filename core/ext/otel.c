@@ -110,6 +110,15 @@ static int64_t clock_ns(clockid_t id)
 
 static int64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
+/* @p ms from now on CLOCK_MONOTONIC, which the exporter's waits are timed
+ * on (pl_otel_open()): a wall clock set back must not stretch a span. */
+static struct timespec deadline_ms(unsigned ms)
+{
+    int64_t ns = clock_ns(CLOCK_MONOTONIC) + (int64_t)ms * 1000000;
+    return (struct timespec){(time_t)(ns / 1000000000),
+                             (long)(ns % 1000000000)};
+}
+
 /* A copy of @p s; NULL for NULL or when out of memory. */
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -545,14 +554,7 @@ static void *exporter(void *arg)
             continue;
         }
         if (!x->stop && !x->flushers && x->n < x->max_batch) {
-            struct timespec dl;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_sec += x->interval_ms / 1000;
-            dl.tv_nsec += (long)(x->interval_ms % 1000) * 1000000;
-            if (dl.tv_nsec >= 1000000000) {
-                dl.tv_sec++;
-                dl.tv_nsec -= 1000000000;
-            }
+            struct timespec dl = deadline_ms(x->interval_ms);
             int rc = 0;
             while (!x->stop && !x->flushers && x->n < x->max_batch &&
                    rc != ETIMEDOUT)
@@ -793,8 +795,12 @@ int pl_otel_open(pl_otel **out, const pl_otel_options *opts)
         return pl_errorf(PL_ENOMEM, "pl_otel_open: out of memory");
     pthread_mutex_init(&x->open_lock, NULL);
     pthread_mutex_init(&x->lock, NULL);
-    pthread_cond_init(&x->wake, NULL);
-    pthread_cond_init(&x->idle, NULL);
+    pthread_condattr_t ca; /* waits timed on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&x->wake, &ca);
+    pthread_cond_init(&x->idle, &ca);
+    pthread_condattr_destroy(&ca);
     x->max_queue = o->max_queue ? o->max_queue : DEF_QUEUE;
     x->max_batch = o->max_batch ? o->max_batch : DEF_BATCH;
     if (x->max_batch > x->max_queue)
@@ -850,14 +856,7 @@ int pl_otel_flush(pl_otel *x, unsigned timeout_ms)
 {
     if (!x)
         return pl_errorf(PL_EINVAL, "pl_otel_flush: NULL exporter");
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (dl.tv_nsec >= 1000000000) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000;
-    }
+    struct timespec dl = deadline_ms(timeout_ms);
     pthread_mutex_lock(&x->lock);
     uint64_t target = x->c.spans;
     x->flushers++;

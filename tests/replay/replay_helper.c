@@ -4,9 +4,10 @@
  *
  *   replay-helper start STORE PLUGIN POLICY RUN_ID JSON
  *       start a run of POLICY (from PLUGIN) and print its status
- *   replay-helper hold STORE RUN_ID
+ *   replay-helper hold STORE RUN_ID [LEASE_MS]
  *       start a run that stays inside a call: it prints "waiting" and
- *       blocks until its stdin is closed, then completes
+ *       blocks until its stdin is closed, then completes; its engine's
+ *       lease is LEASE_MS (default: the engine's)
  *   replay-helper verify STORE RUN_ID
  *       pl_run_verify(): print "ok", or the fault and exit 1
  *   replay-helper head STORE RUN_ID
@@ -88,7 +89,18 @@ int main(int argc, char **argv)
             goto done;
         }
     }
-    if (pl_engine_open(&e, store, reg, NULL)) {
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    if (!strcmp(cmd, "hold") && argc == 5) {
+        char *end;
+        errno = 0;
+        long ms = strtol(argv[4], &end, 10);
+        if (errno || end == argv[4] || *end || ms <= 0 || ms > 3600000) {
+            fprintf(stderr, "replay-helper: bad lease '%s'\n", argv[4]);
+            goto done;
+        }
+        eo.lease_ms = (unsigned)ms;
+    }
+    if (pl_engine_open(&e, store, reg, &eo)) {
         rc = fail(store);
         goto done;
     }
@@ -105,7 +117,7 @@ int main(int argc, char **argv)
         }
         printf("%s\n", pl_run_status_name(o->status));
         rc = 0;
-    } else if (!strcmp(cmd, "hold") && argc == 4) {
+    } else if (!strcmp(cmd, "hold") && (argc == 4 || argc == 5)) {
         pl_action root = PL_ACTION_INIT;
         root.policy = "hold";
         root.payload = pl_json_empty();
