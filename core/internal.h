@@ -262,15 +262,22 @@ PL__HIDDEN int pl__commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
 /*
  * Schedules (schedule.c).  pl_schedule_fire() with @p fn told each run id
  * created; and pl_engine_wake()'s part: fire what is due now and execute
- * the runs it starts, here; *next_ms the next tick (0: none).
+ * the runs it starts, here; *next_ms the next tick (0: none).  On a
+ * schedule's failure, @p failed (PL_MAX_NAME + 1 bytes, or NULL) gets the
+ * name of the first schedule that failed ("" when none did, or the store
+ * failed before any).
  */
 typedef void (*pl__schedule_run_fn)(const char *run_id, void *user);
 PL__HIDDEN int pl__schedule_fire(pl_engine *e, int64_t now_ms,
                                  pl__schedule_run_fn fn, void *user,
-                                 size_t *started,
-                                 int64_t *next_ms) PL__MUST_CHECK;
-PL__HIDDEN int pl__schedules_wake(pl_engine *e,
-                                  int64_t *next_ms) PL__MUST_CHECK;
+                                 size_t *started, int64_t *next_ms,
+                                 char *failed) PL__MUST_CHECK;
+PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms,
+                                  char *failed) PL__MUST_CHECK;
+/* PL_EVENT_SCHEDULE_FAILED: firing schedule @p name ("": not known) failed
+ * with @p st, @p msg saying why (pl_worker_run(), pl_engine_wake()). */
+PL__HIDDEN void pl__schedule_failed_event(pl_engine *e, int st, const char *msg,
+                                          const char *name);
 /*
  * pl_run_submit() whose creation writes schedule @p sched_name's record
  * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a

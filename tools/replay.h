@@ -23,6 +23,7 @@
 #define EXIT_OPEN CLI_EXIT_STORE
 #define EXIT_SUSPENDED 4
 #define EXIT_FAILED 5
+#define EXIT_SCHEDULE 3 /* --wake: the due runs woken, a schedule failed */
 
 /* The largest --answer read from a file or stdin. */
 #define ANSWER_MAX ((size_t)16 << 20)
@@ -147,6 +148,9 @@ typedef struct watch {
     bool wake;       /* --wake: note the runs it continues */
     woken *woken;
     size_t n_woken;
+    int sched_st;     /* --wake: a schedule's failure (its event) */
+    char *sched_msg;  /* and its message */
+    char *sched_name; /* and the schedule's name (NULL: not known) */
 } watch;
 
 /* Live runs by a key: a change and a version, or a code identity. */

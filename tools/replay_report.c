@@ -72,6 +72,8 @@ void watch_clear(watch *w)
     for (size_t i = 0; i < w->n_woken; i++)
         free(w->woken[i].id);
     free(w->woken);
+    free(w->sched_msg);
+    free(w->sched_name);
     divergence *d = &w->div;
     free(d->step_id);
     free(d->path);
@@ -152,11 +154,9 @@ void on_event(const pl_event *ev, void *user)
 /* Raise the exit status: failures outrank suspensions outrank success. */
 void worst(tool *t, int code)
 {
-    static const int rank[] = {[0] = 0,
-                               [EXIT_SUSPENDED] = 1,
-                               [EXIT_FAILED] = 2,
-                               [EXIT_OPEN] = 3,
-                               [EXIT_USAGE] = 4};
+    static const int rank[] = {[0] = 0,           [EXIT_SUSPENDED] = 1,
+                               [EXIT_FAILED] = 2, [EXIT_SCHEDULE] = 3,
+                               [EXIT_OPEN] = 4,   [EXIT_USAGE] = 5};
     if (rank[code] > rank[t->exit])
         t->exit = code;
 }

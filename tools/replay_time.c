@@ -141,6 +141,11 @@ void mode_cancel(tool *t)
 
 void watch_woken(watch *w, const pl_event *ev)
 {
+    if (ev->kind == PL_EVENT_SCHEDULE_FAILED && !w->sched_st) {
+        w->sched_st = ev->status;
+        w->sched_msg = dup_or_null(ev->detail ? ev->detail : "", &w->oom);
+        w->sched_name = dup_or_null(ev->schedule, &w->oom);
+    }
     if (!ev->run_id)
         return;
     woken *r = NULL;
@@ -212,6 +217,33 @@ static void report_woken(tool *t, const woken *r)
     pl_run_info_free(ri);
 }
 
+/* --wake's runs woken, and the schedule that failed: said on stderr, and
+ * exit 3 (docs/tools.md); returns what the JSON summary says of it
+ * (caller owns), NULL when out of memory. */
+static cJSON *report_schedule_failed(tool *t, size_t n_ended, const char *msg)
+{
+    const char *name = t->w.sched_name;
+    /* the message names the schedule ("schedule 'NAME': ..."): once */
+    char prefix[PL_MAX_NAME + 16];
+    snprintf(prefix, sizeof prefix, "schedule '%s': ", name ? name : "");
+    const char *why = name && !strncmp(msg, prefix, strlen(prefix))
+                          ? msg + strlen(prefix)
+                          : msg;
+    cli_error("schedule %s failed: %s (%s); the %zu due run(s) were woken "
+              "all the same",
+              name ? QUOTE(name) : "(not named)", why,
+              pl_status_name(t->w.sched_st), n_ended);
+    worst(t, EXIT_SCHEDULE);
+    cJSON *f = cJSON_CreateObject();
+    if (!f || !cJSON_AddItemToObject(f, "schedule", json_str_or_null(name)) ||
+        !cJSON_AddStringToObject(f, "error", pl_status_name(t->w.sched_st)) ||
+        !cJSON_AddStringToObject(f, "message", msg)) {
+        cJSON_Delete(f);
+        f = NULL;
+    }
+    return f;
+}
+
 void mode_wake(tool *t)
 {
     int64_t next = 0;
@@ -219,12 +251,22 @@ void mode_wake(tool *t)
     int st = pl_engine_wake(t->engine, &next);
     t->w.wake = false;
     /* every run it continued, before any failure that stopped it */
+    size_t n_ended = 0;
     for (size_t i = 0; i < t->w.n_woken; i++)
-        if (t->w.woken[i].ended)
+        if (t->w.woken[i].ended) {
             report_woken(t, &t->w.woken[i]);
-    if (st) {
-        cli_error("cannot wake the waiting runs: %s (%s)", pl_errmsg(),
-                  pl_status_name(st));
+            n_ended++;
+        }
+    /* a schedule's failure, which pl_engine_wake() returns only when the
+     * runs were woken, apart from one that stopped the waking */
+    bool sched = st && st == t->w.sched_st && t->w.sched_msg &&
+                 !strcmp(pl_errmsg(), t->w.sched_msg);
+    cJSON *failed = NULL; /* the summary's schedule_failed */
+    if (sched && !(failed = report_schedule_failed(t, n_ended, t->w.sched_msg)))
+        t->w.oom = true;
+    if (st && !sched) {
+        cli_error("cannot wake the waiting runs: %s (%s); %zu woken before",
+                  pl_errmsg(), pl_status_name(st), n_ended);
         worst(t, write_code(st));
         return;
     }
@@ -235,10 +277,17 @@ void mode_wake(tool *t)
         if (date)
             cli_time_iso(iso, sizeof iso, next * 1000, false);
         cJSON *sum = cJSON_CreateObject();
-        if (sum &&
-            (!cli_json_add_int(sum, "next_due_ms", next) ||
-             !cJSON_AddItemToObject(sum, "next_due",
-                                    json_str_or_null(date ? iso : NULL)))) {
+        cJSON *sf = failed ? failed : cJSON_CreateNull();
+        failed = NULL;
+        if (!sum || !sf || !cJSON_AddItemToObject(sum, "schedule_failed", sf)) {
+            cJSON_Delete(sf);
+            cJSON_Delete(sum);
+            sum = NULL;
+        } else if (!cli_json_add_int(sum, "next_due_ms", next) ||
+                   !cJSON_AddItemToObject(sum, "next_due",
+                                          json_str_or_null(date ? iso
+                                                                : NULL)) ||
+                   !cli_json_add_int(sum, "woken", (int64_t)n_ended)) {
             cJSON_Delete(sum);
             sum = NULL;
         }
@@ -249,4 +298,5 @@ void mode_wake(tool *t)
     } else {
         printf("next due: %s%s\n", when, date ? " UTC" : "");
     }
+    cJSON_Delete(failed);
 }

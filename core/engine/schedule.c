@@ -550,8 +550,11 @@ done:
 }
 
 int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
-                      void *user, size_t *started, int64_t *next_ms)
+                      void *user, size_t *started, int64_t *next_ms,
+                      char *failed)
 {
+    if (failed)
+        *failed = '\0';
     if (started)
         *started = 0;
     if (next_ms)
@@ -582,8 +585,16 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
         int one = fire_one(e, name, pl__kvs_val(&all, i), all.e[i].vlen, now_ms,
                            &f, &next);
         if (one && !first) {
-            first = one;
+            /* named, as a worker's event and pl_engine_wake() say it */
+            char prefix[PL_MAX_NAME + 16];
+            snprintf(prefix, sizeof prefix, "schedule '%s'", name);
             pl__errmsg_save(msg);
+            first = strncmp(msg, prefix, strlen(prefix))
+                        ? pl__err(one, "%s: %s", prefix, msg)
+                        : one;
+            pl__errmsg_save(msg);
+            if (failed)
+                snprintf(failed, PL_MAX_NAME + 1, "%s", name);
         }
         if (next && (!soonest || next < soonest))
             soonest = next;
@@ -604,7 +615,7 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
 int pl_schedule_fire(pl_engine *e, int64_t now_ms, size_t *started,
                      int64_t *next_ms)
 {
-    return pl__schedule_fire(e, now_ms, NULL, NULL, started, next_ms);
+    return pl__schedule_fire(e, now_ms, NULL, NULL, started, next_ms, NULL);
 }
 
 /* pl_engine_wake()'s part: the runs the due ticks start, executed here. */
@@ -629,11 +640,25 @@ static void keep_id(const char *id, void *user)
     w->ids[w->n++] = copy;
 }
 
-int pl__schedules_wake(pl_engine *e, int64_t *next_ms)
+void pl__schedule_failed_event(pl_engine *e, int st, const char *msg,
+                               const char *name)
+{
+    if (!e->on_event)
+        return;
+    pl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = PL_EVENT_SCHEDULE_FAILED;
+    ev.status = st;
+    ev.detail = msg;
+    ev.schedule = *name ? name : NULL;
+    e->on_event(&ev, e->event_user);
+}
+
+int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed)
 {
     woken w = {0};
     int st = pl__schedule_fire(e, pl__now_us() / 1000, keep_id, &w, NULL,
-                               next_ms);
+                               next_ms, failed);
     for (size_t i = 0; i < w.n; i++) {
         pl_outcome *o = NULL;
         int one = pl_run_continue(&o, e, w.ids[i], NULL);

@@ -255,10 +255,10 @@ static void fire_schedules(worker *w)
     pthread_mutex_unlock(&w->mu);
     if (!mine)
         return;
-    size_t started = 0;
-    int st = pl_schedule_fire(w->e, now, &started, &next);
-    if (st && w->e->on_event)
-        store_event(w->e, PL_EVENT_SCHEDULE_FAILED, st, pl_errmsg());
+    char failed[PL_MAX_NAME + 1];
+    int st = pl__schedule_fire(w->e, now, NULL, NULL, NULL, &next, failed);
+    if (st)
+        pl__schedule_failed_event(w->e, st, pl_errmsg(), failed);
     int64_t at = now + SCHED_LOOK_MS;
     pthread_mutex_lock(&w->mu);
     w->sched_at_ms = next && next < at ? next : at;

@@ -458,12 +458,18 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
         return sst;
     int64_t tick = 0; /* the schedules' next (schedule.c) */
     /* a schedule that fails (a damaged record, a payload over the limit)
-     * fails at every call: the waiting runs are woken all the same, and
-     * its failure, the first, is returned */
-    int fault = pl__schedules_wake(e, &tick);
+     * fails at every call: the waiting runs are woken all the same, its
+     * failure, the first, is said as a worker says it (an event naming the
+     * schedule), and returned unless waking the runs failed too, whose
+     * failure then goes first: a caller tells the two apart */
+    char sched[PL_MAX_NAME + 1];
+    int fault = pl__schedules_wake(e, &tick, sched);
     char fault_msg[PL__ERRMSG_MAX];
-    if (fault)
+    if (fault) {
         pl__errmsg_save(fault_msg);
+        pl__schedule_failed_event(e, fault, fault_msg, sched);
+    }
+    bool sched_fault = fault != PL_OK;
     pl__woken *w;
     if ((sst = pl__woken_new(&w, e)))
         return sst;
@@ -500,8 +506,9 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
                      st == PL_ENOSPC || st == PL_EACCES || st == PL_EIO;
         if ((!taken || store) && !taking_fault) {
             taking_fault = true;
-            if (!fault) {
+            if (!fault || sched_fault) {
                 fault = st;
+                sched_fault = false;
                 pl__errmsg_save(fault_msg);
             }
         }

@@ -62,10 +62,12 @@ typedef enum pl_event_kind {
                                       the runs the outage cut off are taken
                                       back at once, their leases being the
                                       worker's own */
-    PL_EVENT_SCHEDULE_FAILED = 16, /**< pl_worker_run(): firing the
+    PL_EVENT_SCHEDULE_FAILED = 16, /**< pl_worker_run() and
+                                       pl_engine_wake(): firing the
                                        schedules failed (status and detail
-                                       say why; no run_id); it tries again
-                                       a second later */
+                                       say why, schedule names the one
+                                       that failed; no run_id); a worker
+                                       tries again a second later */
     PL_EVENT_VERSION = 17        /**< a pl_ctx_version() point: detail is
                                       the change id, version the version
                                       the run takes; step_type is
@@ -134,6 +136,10 @@ typedef struct pl_event {
                               the model's input tokens; else 0 */
     uint64_t tokens_out; /**< likewise, the output tokens */
     int version;         /**< PL_EVENT_VERSION: the version; else 0 */
+    const char *schedule; /**< PL_EVENT_SCHEDULE_FAILED: the name of the
+                               schedule whose firing failed (the first of
+                               them), NULL when the store failed before
+                               any; else NULL */
 } pl_event;
 
 /**

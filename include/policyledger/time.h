@@ -189,9 +189,14 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * took of it runs out (pl_engine_options.lease_ms).
  * @param[out] next_due_ms when the next timer or schedule tick is due
  *             (Unix ms; 0: none); may be NULL.
- * @return PL_OK; PL_ESTATE (a read-only engine); the first failure of a
- *         schedule (see pl_schedule_fire(): the due runs are woken all
- *         the same, and *next_due_ms set); the store's errors.
+ * @return PL_OK; PL_ESTATE (a read-only engine); the store's errors
+ *         (taking or executing the due runs: some may not be woken);
+ *         else the first failure of a schedule (see pl_schedule_fire():
+ *         the due runs are woken all the same, and *next_due_ms set),
+ *         also told to the engine's on_event as PL_EVENT_SCHEDULE_FAILED
+ *         naming the schedule, with this status and pl_errmsg()'s message
+ *         as its detail, before any run is woken: a caller tells the two
+ *         failures apart by it.
  */
 int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
 

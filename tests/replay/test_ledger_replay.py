@@ -872,6 +872,67 @@ def case_time():
         s.close()
 
 
+def flip_every(path, marker):
+    """Flip a bit of every copy in the file of the bytes @marker: the record
+    holding them fails its checksum (PL_ECORRUPT)."""
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    at, hit = raw.find(marker), 0
+    while at >= 0:
+        raw[at] ^= 0x01
+        hit += 1
+        at = raw.find(marker, at + 1)
+    check(hit > 0, "%r not found in the file" % marker)
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+def case_wake_with_a_failing_schedule():
+    """--wake whose schedule fails to fire (its record damaged) wakes the
+    due runs all the same and says so: each run summed up, the schedule
+    named with its error, exit 3 (docs/tools.md); not "cannot wake"."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        for rid in ("nap-1", "nap-2"):
+            p = s.helper("start", ARGS.plugin, "nap", rid, '{"ms": 1500}')
+            check(p.stdout == "waiting\n", "did not wait", rid, p.stdout)
+        s.tool("--schedule-put", "broken", "--cron", "0 0 1 1 *", "--policy",
+               "nap", "--payload", '{"ms": 1, "mark": "flip-me-here"}',
+               plugins=P, expect=0)
+        flip_every(s.path, b"flip-me-here")
+        time.sleep(1.6)  # the naps' timers come due
+        doc, p = s.tool_json("--wake", plugins=P, expect=3)
+        check(sorted((r["run_id"], r["status"]) for r in doc["runs"])
+              == [("nap-1", "completed"), ("nap-2", "completed")],
+              "the due runs were not woken", doc, p.stderr)
+        sf = doc["summary"]["schedule_failed"]
+        check(sf is not None and sf["schedule"] == "broken"
+              and sf["error"] == "PL_ECORRUPT"
+              and sf["message"].startswith("schedule 'broken'"),
+              "the failed schedule not named with its error", doc)
+        check(doc["summary"]["woken"] == 2, "the runs woken not counted", doc)
+        check("cannot wake" not in p.stderr, "said it could not wake",
+              p.stderr)
+        check(re.search(r"^ledger-replay: schedule \"broken\" failed: .+ "
+                        r"\(PL_ECORRUPT\); the 2 due run\(s\) were woken "
+                        r"all the same$", p.stderr, re.M),
+              "no line naming the schedule", p.stderr)
+        # in text, with nothing left due: the same schedule, exit 3
+        p = s.tool("--wake", plugins=P, expect=3)
+        check('schedule "broken" failed: ' in p.stderr
+              and "the 0 due run(s) were woken" in p.stderr
+              and "next due: " in p.stdout, "--wake in text", p.stdout,
+              p.stderr)
+        # the schedule gone, nothing failed: exit 0
+        s.tool("--schedule-delete", "broken", plugins=P, expect=0)
+        doc, p = s.tool_json("--wake", plugins=P, expect=0)
+        check(doc["summary"]["schedule_failed"] is None
+              and doc["summary"]["woken"] == 0, "a clean --wake", doc)
+    finally:
+        s.close()
+
+
 def case_check_a_run_newer_code_recorded():
     """--check under older code: a run a newer build recorded (version 2
     of "rolling", this code knowing 1) needs newer code; not a failure,
@@ -992,7 +1053,7 @@ def case_run_on_a_full_store():
         s.close()
 
 
-CASES = [case_time, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+CASES = [case_time, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
          case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
