@@ -293,6 +293,8 @@ void report_refused(tool *t, const char *id, int st, int code)
     }
     if (code == EXIT_FAILED)
         t->n_failed++;
+    t->n_refused++;
+    t->refused_st = st;
     worst(t, code);
 }
 

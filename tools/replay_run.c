@@ -166,6 +166,8 @@ typedef struct all_ctx {
     tool *t;
     id_list todo;
     unsigned damaged; /* runs whose record cannot be read */
+    id_list refused;  /* runs the engine refused to execute */
+    int *why;         /* each one's status */
 } all_ctx;
 
 static int visit_crashed(const pl_run_info *info, void *user)
@@ -215,9 +217,75 @@ static int skip_damaged(const char *id, const char *msg, void *user)
     return 0;
 }
 
+/* Continue run @p id for --all: refused (a run newer code recorded, one a
+ * process took meanwhile, ...) is kept apart, with its status. */
+static void continue_crashed(all_ctx *a, const char *id)
+{
+    tool *t = a->t;
+    unsigned before = t->n_refused;
+    continue_one(t, id, "(was crashed)");
+    if (t->n_refused == before)
+        return;
+    int *why = realloc(a->why, (a->refused.n + 1) * sizeof *why);
+    if (why)
+        a->why = why;
+    if (!why || !ids_push(&a->refused, id)) {
+        t->w.oom = true;
+        return;
+    }
+    a->why[a->refused.n - 1] = t->refused_st;
+}
+
+/* --all's last words: the runs continued, refused (each with why) and
+ * skipped; --json: the summary {continued, refused: [{run_id, error}],
+ * skipped, damaged}. */
+static void all_summary(all_ctx *a)
+{
+    tool *t = a->t;
+    size_t continued = a->todo.n - a->refused.n;
+    if (!t->opt.json) {
+        printf("%zu crashed run(s) continued, %zu refused", continued,
+               a->refused.n);
+        for (size_t i = 0; i < a->refused.n; i++)
+            printf("%s%s: %s", i ? ", " : " (", cli_text(a->refused.v[i]),
+                   pl_status_name(a->why[i]));
+        printf("%s, %u skipped (owned by a live process)%s\n",
+               a->refused.n ? ")" : "", t->n_skipped,
+               a->damaged ? ", and runs whose record cannot be read (above)"
+                          : "");
+        return;
+    }
+    cJSON *sum = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    bool ok = sum && list &&
+              cli_json_add_int(sum, "continued", (int64_t)continued);
+    for (size_t i = 0; ok && i < a->refused.n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        ok = r && cJSON_AddItemToArray(list, r) &&
+             cJSON_AddStringToObject(r, "run_id", a->refused.v[i]) &&
+             cJSON_AddStringToObject(r, "error", pl_status_name(a->why[i]));
+        if (!r)
+            break;
+    }
+    if (ok && cJSON_AddItemToObject(sum, "refused", list)) {
+        list = NULL;
+        ok = cli_json_add_int(sum, "skipped", t->n_skipped) &&
+             cli_json_add_int(sum, "damaged", a->damaged);
+    } else {
+        ok = false;
+    }
+    cJSON_Delete(list);
+    if (!ok) {
+        cJSON_Delete(sum);
+        sum = NULL;
+        t->w.oom = true;
+    }
+    cJSON_Delete(t->summary);
+    t->summary = sum;
+}
+
 void mode_all(tool *t)
 {
-    all_ctx a = {t, {0}, 0};
+    all_ctx a = {t, {0}, 0, {0}, NULL};
     int st = cli_runs_each(t->engine, NULL, visit_crashed, skip_damaged, &a);
     if (st) {
         cli_error("listing the runs of %s: %s (%s)",
@@ -227,14 +295,12 @@ void mode_all(tool *t)
         worst(t, EXIT_OPEN);
     }
     for (size_t i = 0; !st && i < a.todo.n; i++)
-        continue_one(t, a.todo.v[i], "(was crashed)");
-    if (!st && !t->opt.json)
-        printf("%zu crashed run(s) continued, %u skipped (owned by a live "
-               "process)%s\n",
-               a.todo.n, t->n_skipped,
-               a.damaged ? ", and runs whose record cannot be read (above)"
-                         : "");
+        continue_crashed(&a, a.todo.v[i]);
+    if (!st)
+        all_summary(&a);
     ids_free(&a.todo);
+    ids_free(&a.refused);
+    free(a.why);
 }
 
 int prepare_resume(tool *t)

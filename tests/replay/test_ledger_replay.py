@@ -419,6 +419,68 @@ def damage_run_record(path, order):
         f.write(raw)
 
 
+def damage_steps(path, order):
+    """Flip a bit of the order id in every copy of order-ORDER's
+    reserve_stock call step (its run record does not hold it): reading the
+    run's ledger is then PL_ECORRUPT, by the step's checksum, while its
+    record reads."""
+    with open(path, "rb") as f:
+        raw = bytearray(f.read())
+    step = b"\xadreserve_stock\xa7payload\x82\xa8order_id\xa3" + \
+        order.encode()
+    hit = 0
+    at = raw.find(step)
+    while at >= 0:
+        raw[at + len(step) - 1] ^= 0x04
+        hit += 1
+        at = raw.find(step, at + 1)
+    check(hit > 0, "no step of order %s found in the file" % order)
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+def case_all_counts_refused_runs_apart():
+    """--all continues the crashed runs it can; one the engine refuses (here
+    recorded by newer code: PL_ENEWERCODE) is not counted as continued but
+    listed apart with its reason, in text and in the JSON summary, exit 1
+    as docs/tools.md says.  A run whose ledger is damaged is continued and
+    ends failed, PL_ECORRUPT (exit 5), as --run ends it."""
+    s = Store()
+    try:
+        P = [ARGS.order_plugin, ARGS.plugin]
+        for order in ("A-1", "A-2"):
+            p = s.demo(order, crash_after=4)
+            check(p.returncode == -signal.SIGKILL, "demo did not crash", p)
+        damage_steps(s.path, "A-2")
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        s.helper("start", ARGS.plugin, "gated", "new-1", "{}")
+        s.env["REPLAY_CODE_VERSION"] = "1"
+        s.tool("--resume", "new-1", "--answer", '{"approved": true}',
+               plugins=P, expect=1)
+        doc, p = s.tool_json("--all", plugins=P, expect=1)
+        got = {r["run_id"]: r for r in doc["runs"]}
+        check(got["order-A-1"]["status"] == "completed"
+              and got["order-A-2"]["status"] == "failed"
+              and got["order-A-2"]["error"] == "PL_ECORRUPT"
+              and got["new-1"]["status"] == "not_run"
+              and got["new-1"]["error"] == "PL_ENEWERCODE"
+              and "by newer code" in got["new-1"]["message"],
+              "--all's runs", doc, p.stderr)
+        sm = doc["summary"]
+        check(sm["continued"] == 2 and sm["skipped"] == 0
+              and sm["refused"] == [{"run_id": "new-1",
+                                     "error": "PL_ENEWERCODE"}],
+              "the summary does not count the refused run apart", sm)
+        p = s.tool("--all", plugins=P, expect=1)
+        check(re.search(r"^0 crashed run\(s\) continued, 1 refused "
+                        r"\(new-1: PL_ENEWERCODE\), 0 skipped ", p.stdout,
+                        re.M),
+              "the text summary does not count the refused run apart",
+              p.stdout, p.stderr)
+    finally:
+        s.close()
+
+
 def case_all_goes_past_a_damaged_run_record():
     """--all finishes every crashed run though another run's record cannot
     be read: that run is skipped with its reason (exit 2), the listing goes
@@ -1055,6 +1117,7 @@ def case_run_on_a_full_store():
 
 CASES = [case_time, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
+         case_all_counts_refused_runs_apart,
          case_check,
          case_check_code_changed_but_clean, case_resume, case_fork,
          case_submit_to_a_full_store, case_submit_with_priority_and_key,
