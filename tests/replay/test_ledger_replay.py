@@ -420,23 +420,11 @@ def damage_run_record(path, order):
 
 
 def damage_steps(path, order):
-    """Flip a bit of the order id in every copy of order-ORDER's
-    reserve_stock call step (its run record does not hold it): reading the
-    run's ledger is then PL_ECORRUPT, by the step's checksum, while its
-    record reads."""
-    with open(path, "rb") as f:
-        raw = bytearray(f.read())
-    step = b"\xadreserve_stock\xa7payload\x82\xa8order_id\xa3" + \
-        order.encode()
-    hit = 0
-    at = raw.find(step)
-    while at >= 0:
-        raw[at + len(step) - 1] ^= 0x04
-        hit += 1
-        at = raw.find(step, at + 1)
-    check(hit > 0, "no step of order %s found in the file" % order)
-    with open(path, "wb") as f:
-        f.write(raw)
+    """Flip a bit of every copy of order-ORDER's reserve_stock call step
+    (its run record does not hold it): reading the run's ledger is then
+    PL_ECORRUPT, by the step's checksum, while its record reads."""
+    flip_every(path, b"\xadreserve_stock\xa7payload\x82\xa8order_id\xa3"
+               + order.encode())
 
 
 def case_all_counts_refused_runs_apart():
