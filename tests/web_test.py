@@ -705,6 +705,18 @@ def api(s, total):
     st, doc, _ = s.post("/api/batch/delete?prefix=agent-")
     check(st == 200 and doc["deleted"] == 0 and doc["runs"] == [],
           "a batch delete never takes a suspended run: %s" % doc)
+    # a prefix's batch reads its runs and stops there: the store's N_GEN
+    # runs, their UUIDv7 ids sorting below "agent-", are not read through
+    st, listed, _ = s.get("/api/runs?prefix=agent-&limit=100")
+    agents = len(listed["runs"])
+    for order in ("", "&order=asc"):
+        st, doc, _ = s.post("/api/batch/cancel?prefix=agent-&dry_run=1" +
+                            order)
+        check(st == 200 and agents > 0 and doc["scanned"] == agents and
+              not doc["truncated"] and
+              all(r["run_id"].startswith("agent-") for r in doc["runs"]),
+              "a batch on a prefix read %s run records for its %d runs%s"
+              % (doc.get("scanned"), agents, order))
 
     # --- live: an event stream, then the actions ---
     ev = http.client.HTTPConnection(s.host, s.port, timeout=30)

@@ -312,6 +312,10 @@ bool web_search_json(const web_filter *f, const web_search *s, cJSON *into);
  * else just outside its prefix's range; "" for the start.  @p n at least
  * PL_MAX_RUN_ID + 3. */
 void web_filter_start(const web_filter *f, char *out, size_t n);
+/* Is run @p id past the range of @p f's prefix, in @p f's order, where
+ * nothing further can match (a listing from web_filter_start() stops
+ * there)? */
+bool web_past_prefix(const web_filter *f, const char *id);
 /* A run as the list shows it, reading its steps (for its tokens and
  * in-doubt calls) if @p budget has room for them; NULL on OOM. */
 cJSON *web_run_summary(web *w, const pl_run_info *ri, size_t *budget);

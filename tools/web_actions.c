@@ -585,6 +585,10 @@ typedef struct pick {
 static int pick_visit(const pl_run_info *ri, void *user)
 {
     pick *p = user;
+    /* past the prefix's range: nothing further can match (runs are
+     * listed in id order), the batch is whole */
+    if (web_past_prefix(p->f, ri->id))
+        return 1;
     if (p->n == p->f->limit || p->scanned == WEB_SCAN_MAX) {
         p->truncated = true;
         return 1;
@@ -623,6 +627,8 @@ static int pick_visit(const pl_run_info *ri, void *user)
 static int pick_damaged(const char *id, const char *msg, void *user)
 {
     pick *p = user;
+    if (web_past_prefix(p->f, id))
+        return 1;
     if (p->n == p->f->limit || p->scanned == WEB_SCAN_MAX) {
         p->truncated = true;
         return 1;

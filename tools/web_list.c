@@ -331,9 +331,7 @@ typedef struct page {
     bool oom;
 } page;
 
-/* Is run @p id past the range of @p f's prefix, where nothing further
- * can match? */
-static bool past_prefix(const web_filter *f, const char *id)
+bool web_past_prefix(const web_filter *f, const char *id)
 {
     return f->prefix && strncmp(id, f->prefix, strlen(f->prefix)) != 0 &&
            (f->asc ? strcmp(id, f->prefix) > 0 : strcmp(id, f->prefix) < 0);
@@ -365,7 +363,7 @@ static int page_visit(const pl_run_info *ri, void *user)
 {
     page *p = user;
     const web_filter *f = p->f;
-    if (past_prefix(f, ri->id) || page_full(p))
+    if (web_past_prefix(f, ri->id) || page_full(p))
         return 1;
     int m = web_filter_match(p->w, f, ri, &p->search);
     if (m == WEB_SEARCH_SPENT) { /* the next page starts with this run */
@@ -392,7 +390,7 @@ static int page_damaged(const char *id, const char *msg, void *user)
 {
     page *p = user;
     const web_filter *f = p->f;
-    if (past_prefix(f, id) || page_full(p))
+    if (web_past_prefix(f, id) || page_full(p))
         return 1;
     p->scanned++;
     snprintf(p->last, sizeof p->last, "%s", id);
