@@ -9,8 +9,9 @@
  * up to 63 bytes, no pg_; default `policyledger`), cut before libpq sees it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
- * the first open (pg_setup.c).  Keys are bytea, which PostgreSQL orders like memcmp (and
- * a shorter key first), so the order is the LMDB store's: keys.c's layout.
+ * the first open (pg_setup.c).  Keys are bytea, which PostgreSQL orders
+ * like memcmp (and a shorter key first), so the order is the LMDB store's:
+ * keys.c's layout.
  *
  *   | table  | columns                          | holds                    |
  *   |--------|----------------------------------|--------------------------|

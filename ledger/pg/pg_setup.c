@@ -38,10 +38,11 @@
  * swept (pl__pg_parked_sweep()), and the 'setup' row equal to the digest
  * computed now with this build's ID?  Yes: the schema is what this
  * build's setup makes, and nothing else is run.  A read-only open, which
- * makes nothing, asks the identity and the format alone.  Anything else (no row, another value, a table missing, an error)
- * runs the whole open as before: the schema identified (identify()), the
- * setup's transaction (a writable open), the format read and checked, the
- * sweep; the setup records the digest again.  So:
+ * makes nothing, asks the identity and the format alone.  Anything else
+ * (no row, another value, a table missing, an error) runs the whole open
+ * as before: the schema identified (identify()), the setup's transaction
+ * (a writable open), the format read and checked, the sweep; the setup
+ * records the digest again.  So:
  *
  *   - a store an older library made (or one with a format 1 to upgrade)
  *     was recorded with another ID, or none: its setup runs;
@@ -51,9 +52,10 @@
  *     now differs from the one recorded, and this build's next open runs
  *     its setup again (each build's opens do so while both run: the
  *     deploy's whole time, as before this check);
- *   - a damaged row can only differ from the digest computed now (to equal
- *     it, the damage would have to guess the 64 bits of a catalogue that
- *     also changed): its open runs the setup, which writes it again;
+ *   - a damaged row differs from the digest computed now (to equal it,
+ *     the damage would have to write exactly the 64 bits it replaced, or
+ *     those of a catalogue changed since): its open runs the setup, which
+ *     writes it again;
  *   - another program's schema, or a newer format, is never current (the
  *     identity, the format): the whole open refuses it as before.
  *
