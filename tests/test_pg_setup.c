@@ -198,19 +198,20 @@ Test(pg_setup, what_older_code_changed_is_set_up_again)
         cr_expect_str_eq(now, ours, "change %zu: pl_take() not set up again",
                          i);
         free(now);
-        cr_expect_str_eq(
-            value(c, "t_old",
-                  "SELECT (SELECT count(*) FROM pg_trigger WHERE "
-                  "tgname IN ('units_sum', 'rates_sum') AND "
-                  "tgrelid::regclass::text LIKE '%s.' || '%' ) || ' ' "
-                  "|| (to_regclass('\"%s\".leases_key_live') IS "
-                  "NOT NULL)::text || ' ' || EXISTS (SELECT FROM "
-                  "pg_attribute WHERE attrelid = "
-                  "'\"%s\".rates'::regclass AND attname = 'sum' "
-                  "AND NOT attisdropped)::text || ' ' || "
-                  "(to_regprocedure('\"%s\".pl_ride(boolean, "
-                  "text)') IS NOT NULL)::text"),
-            "2 true true true", "change %zu: not set up again", i);
+        char *got = value(c, "t_old",
+                          "SELECT (SELECT count(*) FROM pg_trigger WHERE "
+                          "tgname IN ('units_sum', 'rates_sum') AND "
+                          "tgrelid::regclass::text LIKE '%s.' || '%' ) || ' ' "
+                          "|| (to_regclass('\"%s\".leases_key_live') IS "
+                          "NOT NULL)::text || ' ' || EXISTS (SELECT FROM "
+                          "pg_attribute WHERE attrelid = "
+                          "'\"%s\".rates'::regclass AND attname = 'sum' "
+                          "AND NOT attisdropped)::text || ' ' || "
+                          "(to_regprocedure('\"%s\".pl_ride(boolean, "
+                          "text)') IS NOT NULL)::text");
+        cr_expect_str_eq(got, "2 true true true",
+                         "change %zu: not set up again", i);
+        free(got);
         char id[16];
         snprintf(id, sizeof id, "old-%zu", i);
         a_run_completes(store, reg, id);
