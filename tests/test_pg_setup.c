@@ -16,9 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 TestSuite(pg_setup, .fini = t_cleanup, .timeout = 240);
 
@@ -351,49 +349,6 @@ Test(pg_setup, a_newer_format_gets_nothing_of_this_build)
     cr_expect_str_eq(after, before, "the refused open wrote");
     free(before);
     free(after);
-    PQfinish(c);
-    pl_registry_free(reg);
-    free(store);
-}
-
-/* Processes opening a new store at once each run the setup, one after the
- * other under the store's lock, and leave it current: the next open runs
- * none. */
-Test(pg_setup, racing_first_opens_leave_it_current)
-{
-    pl_registry *reg = t_registry();
-    char *store = t_pg_store_uri("t_race");
-    pid_t pids[4];
-    fflush(NULL);
-    for (int i = 0; i < 4; i++) {
-        pids[i] = fork();
-        cr_assert_neq(pids[i], -1);
-        if (pids[i] == 0) {
-            alarm(120);
-            pl_engine *e = NULL;
-            if (pl_engine_open(&e, store, reg, NULL)) {
-                fprintf(stderr, "open: %s\n", pl_errmsg());
-                _exit(1);
-            }
-            pl_engine_close(e);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < 4; i++) {
-        int ws = 0;
-        cr_assert_eq(waitpid(pids[i], &ws, 0), pids[i]);
-        cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-                  "open %d failed (status %d)", i, ws);
-    }
-    PGconn *c = t_pg_admin();
-    char *before = versions(c, "t_race");
-    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
-    pl_engine_close(e);
-    char *after = versions(c, "t_race");
-    cr_expect_str_eq(after, before, "the racing opens left it not current");
-    free(before);
-    free(after);
-    a_run_completes(store, reg, "race-1");
     PQfinish(c);
     pl_registry_free(reg);
     free(store);
