@@ -101,7 +101,8 @@ void t_flip_put(const char *path, const char *data, size_t len)
 
 /* ---- a drain ------------------------------------------------------------- */
 
-static _Atomic int64_t g_last; /* the child's last event, ms */
+static _Atomic int64_t g_last;  /* the child's last event, ms */
+static _Atomic int64_t g_first; /* its first, 0 before it */
 
 static int64_t now_ms(void)
 {
@@ -110,7 +111,12 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void t_flip_alive(void) { atomic_store(&g_last, now_ms()); }
+void t_flip_alive(void)
+{
+    int64_t t = now_ms(), none = 0;
+    atomic_store(&g_last, t);
+    atomic_compare_exchange_strong(&g_first, &none, t);
+}
 
 static void on_event(const pl_event *ev, void *user)
 {
@@ -121,8 +127,8 @@ static void on_event(const pl_event *ev, void *user)
 
 typedef struct watch {
     pl_engine *e;
-    int idle_ms;
-    bool busy; /* still busy at T_FLIP_BOUND_MS */
+    int idle_ms, start_ms;
+    bool busy; /* still busy at its bound */
 } watch;
 
 static void *watcher(void *arg)
@@ -131,8 +137,13 @@ static void *watcher(void *arg)
     int64_t t0 = now_ms();
     for (;;) {
         usleep(10 * 1000);
-        int64_t t = now_ms();
-        w->busy = t - t0 > T_FLIP_BOUND_MS;
+        int64_t t = now_ms(), first = atomic_load(&g_first);
+        if (!first) { /* opened, no run taken yet */
+            if (t - t0 > w->start_ms)
+                break;
+            continue;
+        }
+        w->busy = t - first > T_FLIP_BOUND_MS;
         if (w->busy || t - atomic_load(&g_last) > w->idle_ms)
             break;
     }
@@ -141,7 +152,7 @@ static void *watcher(void *arg)
 }
 
 pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
-                         unsigned concurrency)
+                         int start_ms, unsigned concurrency)
 {
     fflush(NULL);
     pid_t kid = fork();
@@ -159,8 +170,7 @@ pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
                                                      : T_DRAIN_OPEN);
     if (pl_engine_set_wait_in_place(e, 0))
         _exit(T_DRAIN_OPEN);
-    t_flip_alive();
-    watch w = {e, idle_ms, false};
+    watch w = {e, idle_ms, start_ms, false};
     pthread_t th;
     if (pthread_create(&th, NULL, watcher, &w))
         _exit(T_DRAIN_OPEN);
@@ -178,7 +188,7 @@ int t_flip_drain_end(pid_t kid) { return t_flip_wait(kid, 30000, "a drain"); }
 int t_flip_drain(const char *path, const pl_registry *reg, int idle_ms,
                  unsigned concurrency)
 {
-    return t_flip_drain_end(t_flip_drain_start(path, reg, idle_ms,
+    return t_flip_drain_end(t_flip_drain_start(path, reg, idle_ms, idle_ms,
                                                concurrency));
 }
 

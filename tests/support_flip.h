@@ -42,9 +42,12 @@ void t_flip_put(const char *path, const char *data, size_t len);
  * @p concurrency threads, polling every 10 ms, its lease of 150 ms renewed
  * every 50 ms, waits never in place, stopped once nothing happened for
  * @p idle_ms (an event of the engine's, or t_flip_alive() in the child)
- * or T_FLIP_BOUND_MS in all.  t_flip_drain_start() gives the child's pid,
+ * or T_FLIP_BOUND_MS after its first event.  Before its first event the
+ * bound is @p start_ms: a loaded host's worker may take longer than an
+ * idle spell to open the store and take a run, and a test that needs the
+ * runs taken gives it more.  t_flip_drain_start() gives the child's pid,
  * t_flip_drain_end() its exit status (30 s at most), one of T_DRAIN_*;
- * t_flip_drain() both.
+ * t_flip_drain() both (@p start_ms = @p idle_ms).
  */
 #define T_FLIP_BOUND_MS 10000
 enum {
@@ -55,7 +58,7 @@ enum {
     T_DRAIN_RUN = 13      /* pl_worker_run() failed */
 };
 pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
-                         unsigned concurrency);
+                         int start_ms, unsigned concurrency);
 int t_flip_drain_end(pid_t kid);
 int t_flip_drain(const char *path, const pl_registry *reg, int idle_ms,
                  unsigned concurrency);

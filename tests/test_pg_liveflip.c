@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -71,6 +72,9 @@ TestSuite(pg_liveflip, .timeout = 540);
  * (support_flip.h), stopped after IDLE_MS without an event */
 #define HOLD_MS 300
 #define IDLE_MS 100
+/* a bound on the drain's first take: the runs must reach the gate, and a
+ * loaded host's worker took longer than IDLE_MS to open and take them */
+#define START_MS 60000
 
 static char g_effects[4200], g_release[4200];
 
@@ -181,14 +185,22 @@ static void read_runs(const live *l, int status[3], int error[3],
     pl_engine_close(e);
 }
 
-/* Both runs held at the gate: wait for their entries (240 s at most: a
- * loaded host's worker once took more than 60 s to get there). */
-static void wait_held(void)
+/* Both runs held at the gate of the drain @p kid: wait for their entries,
+ * failing at once if the drain ended first, with its exit (a drain stopped
+ * as idle before its first take, when that bound was IDLE_MS, once left
+ * this wait to end at its 240 s), or after 240 s against a hang. */
+static void wait_held(pid_t kid)
 {
     for (int i = 0; i < 24000; i++) {
         if (t_flip_counted(g_effects, "held-a-gate") &&
             t_flip_counted(g_effects, "held-b-gate"))
             return;
+        int ws;
+        if (waitpid(kid, &ws, WNOHANG) == kid)
+            cr_assert_fail("the drain ended (%s %d) before the runs reached "
+                           "the gate",
+                           WIFEXITED(ws) ? "exit" : "signal",
+                           WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
         usleep(10 * 1000);
     }
     cr_assert_fail("the runs never reached the gate");
@@ -201,8 +213,8 @@ static void held_drain(live *l, void (*damage)(live *, const void *),
 {
     unlink(g_effects);
     unlink(g_release);
-    pid_t kid = t_flip_drain_start(l->copy, l->reg, IDLE_MS, 3);
-    wait_held();
+    pid_t kid = t_flip_drain_start(l->copy, l->reg, IDLE_MS, START_MS, 3);
+    wait_held(kid);
     if (damage)
         damage(l, arg);
     usleep(HOLD_MS * 1000);

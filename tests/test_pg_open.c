@@ -56,12 +56,12 @@ static PGconn *writer(const char *schema)
     return c;
 }
 
-Test(pg_open, an_open_waits_for_no_writer)
+/* Open @p store in a child whose every lock wait is refused at once,
+ * while a writer holds ROW EXCLUSIVE on every table; @p what says which
+ * open it is. */
+static void open_beside_a_writer(const char *store, const pl_registry *reg,
+                                 const char *what)
 {
-    char *store = t_pg_store_uri("t_open");
-    pl_registry *reg = t_registry();
-    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
-    pl_engine_close(e);
     PGconn *w = writer("t_open");
     fflush(NULL);
     pid_t pid = fork();
@@ -82,13 +82,35 @@ Test(pg_open, an_open_waits_for_no_writer)
     int ws = 0;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-              "the open waited for a lock a writer held (exit %d, signal "
-              "%d)",
+              "%s waited for a lock a writer held (exit %d, signal %d)", what,
               WIFEXITED(ws) ? WEXITSTATUS(ws) : -1,
               WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
     PGresult *r = PQexec(w, "COMMIT");
     PQclear(r);
     PQfinish(w);
+}
+
+/* Both opens: of a store found current (pg_setup.c, CURRENT), and one
+ * that runs the whole setup (its digest's row gone, as a store an older
+ * library made has none). */
+Test(pg_open, an_open_waits_for_no_writer)
+{
+    char *store = t_pg_store_uri("t_open");
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(store, reg, PL_DURABILITY_SYNC);
+    pl_engine_close(e);
+    open_beside_a_writer(store, reg, "an open of a current store");
+    PGconn *c = t_pg_admin();
+    PGresult *r = PQexec(c, "DELETE FROM t_open.meta WHERE k = 'setup'");
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    cr_assert_str_eq(PQcmdTuples(r), "1");
+    PQclear(r);
+    open_beside_a_writer(store, reg, "an open that runs the setup");
+    r = PQexec(c, "SELECT count(*) FROM t_open.meta WHERE k = 'setup'");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "1", "the setup did not run");
+    PQclear(r);
+    PQfinish(c);
     pl_registry_free(reg);
     free(store);
 }

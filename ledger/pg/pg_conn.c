@@ -1,21 +1,26 @@
 /*
  * pg_conn.c -- the store on PostgreSQL, through libpq: errors,
- * connections, the URI, opening and closing, and the schema.  The other
- * files of ledger/pg/ are listed in pg_int.h.
+ * connections, the URI, opening and closing, and the schema's layout
+ * (pg_setup.c makes it, or finds it current).  The other files of
+ * ledger/pg/ are listed in pg_int.h.
  *
  * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
  * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
  * up to 63 bytes, no pg_; default `policyledger`), cut before libpq sees it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
- * the first open.  Keys are bytea, which PostgreSQL orders like memcmp (and
- * a shorter key first), so the order is the LMDB store's: keys.c's layout.
+ * the first open (pg_setup.c).  Keys are bytea, which PostgreSQL orders
+ * like memcmp (and a shorter key first), so the order is the LMDB store's:
+ * keys.c's layout.
  *
  *   | table  | columns                          | holds                    |
  *   |--------|----------------------------------|--------------------------|
  *   | meta   | k text PK, v bigint              | ('format', 2), and the   |
  *   |        |                                  | identity ('identity',    |
- *   |        |                                  | IDENTITY: "policyld")    |
+ *   |        |                                  | IDENTITY: "policyld"),   |
+ *   |        |                                  | the setup's digest       |
+ *   |        |                                  | ('setup': pg_setup.c),   |
+ *   |        |                                  | ('parked_swept', 1)      |
  *   | runs   | id bytea PK, num bigint UNIQUE,  | run id -> number, info   |
  *   |        | info bytea                       | record (runrec.c)        |
  *   | state  | run bigint PK, v bytea           | run state (runrec.c)     |
@@ -713,117 +718,6 @@ static int make_statements(pl__pg_store *s)
     return PL_OK;
 }
 
-/* What the schema holds (see LAYOUT), before anything is created in it:
- * PL_ECORRUPT for another program's, PL_ENOTFOUND for none when it must
- * exist. */
-static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
-{
-    PGresult *r = pl__pg_exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
-    int st = PL_OK;
-    bool empty = false, tables = false;
-    /* results come in binary: a bigint, a bool */
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
-        PQgetlength(r, 0, 0) != 8 || PQgetlength(r, 0, 1) != 1)
-        st = pl__pg_err(s, c, r, "looking for the schema");
-    else {
-        empty = !pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
-        tables = *PQgetvalue(r, 0, 1) != 0;
-    }
-    PQclear(r);
-    if (st || empty)
-        return st ? st
-               : must_exist
-                   ? pl__err(PL_ENOTFOUND,
-                             "store '%s' does not exist (no schema %s)",
-                             s->path, s->schema)
-                   : PL_OK;
-    bool marked = false;
-    if (tables) {
-        char *sql = pl__asprintf(
-            "SELECT coalesce((SELECT v = %lld FROM \"%s\".meta WHERE k = "
-            "'identity'), EXISTS (SELECT 1 FROM \"%s\".meta WHERE k = "
-            "'format'))",
-            IDENTITY, s->schema, s->schema);
-        if (!sql)
-            return pl__err(PL_ENOMEM, "out of memory");
-        r = pl__pg_exec(c, sql, 0, NULL, NULL);
-        free(sql);
-        /* a meta table of another shape is another program's */
-        marked = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                 PQgetlength(r, 0, 0) == 1 && *PQgetvalue(r, 0, 0) != 0;
-        PQclear(r);
-    }
-    if (!marked)
-        return pl__err(PL_ECORRUPT,
-                       "schema %s of '%s' holds another program's tables "
-                       "(or a store whose identity is damaged), not a "
-                       "policyledger store: nothing was created in it",
-                       s->schema, s->path);
-    return PL_OK;
-}
-
-/* Create the schema if it is not there (unless read-only), and check its
- * format. */
-static int setup(pl__pg_store *s, PGconn *c)
-{
-    const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
-        "CREATE SCHEMA IF NOT EXISTS \"%s\";"
-        "CREATE TABLE IF NOT EXISTS \"%s\".meta (k text PRIMARY KEY, "
-        "v bigint NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS \"%s\".runs (id bytea PRIMARY KEY, "
-        "num bigint NOT NULL UNIQUE, info bytea NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS \"%s\".state (run bigint PRIMARY KEY, "
-        "v bytea NOT NULL);"
-        /* a row holds a step, or a pair of the steps one commit wrote
-         * whose second key is the one right after its first (v1, k2, v2:
-         * pg_read.c, PAIRS); a store made before has them added */
-        "CREATE TABLE IF NOT EXISTS \"%s\".steps (k bytea PRIMARY KEY, "
-        "v bytea NOT NULL, v1 bytea, k2 bytea, v2 bytea);"
-        "CREATE TABLE IF NOT EXISTS \"%s\".tombs (id bytea PRIMARY KEY, "
-        "expires bigint NOT NULL, v bytea NOT NULL);"
-        "DO $d$ BEGIN IF to_regclass('\"%s\".tombs_expires') IS NULL THEN "
-        "CREATE INDEX tombs_expires ON \"%s\".tombs (expires); END IF; END $d$;"
-        "CREATE SEQUENCE IF NOT EXISTS \"%s\".run_num;"
-        "INSERT INTO \"%s\".meta (k, v) SELECT 'format', %d WHERE NOT EXISTS "
-        "(SELECT 1 FROM \"%s\".meta WHERE k = 'format') AND NOT EXISTS "
-        "(SELECT 1 FROM \"%s\".runs);"
-        "INSERT INTO \"%s\".meta (k, v) VALUES ('identity', %lld) "
-        "ON CONFLICT (k) DO NOTHING;"
-        "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, FORMAT, n, n, n, IDENTITY);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = identify(s, c, s->read_only || s->no_create);
-    if (!st && !s->read_only)
-        st = pl__pg_command(s, c, sql, "creating the schema");
-    free(sql);
-    if (st)
-        return st;
-    PGresult *r = pl__pg_exec(c, s->q[Q_FORMAT], 0, NULL, NULL);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        st = pl__pg_err(s, c, r, "reading the format");
-    else if (PQntuples(r) != 1)
-        st = pl__err(PL_ECORRUPT, "store '%s' holds runs but no format record",
-                     s->path);
-    else if (PQgetlength(r, 0, 0) != 8)
-        st = pl__err(PL_ECORRUPT, "store '%s' has a malformed format record",
-                     s->path);
-    else {
-        uint64_t f = pl__get_be64((const uint8_t *)PQgetvalue(r, 0, 0));
-        if (f != FORMAT && f != FORMAT_SINGLE)
-            st = pl__err(PL_EVERSION,
-                         "store '%s' has format %lld; this build reads "
-                         "formats %d and %d",
-                         s->path, (long long)f, FORMAT_SINGLE, FORMAT);
-        s->single = s->was_single = f == FORMAT_SINGLE && s->read_only;
-    }
-    PQclear(r);
-    return st;
-}
-
 int pl__pg_open(pl__pg_store **out, const char *uri,
                 const pl__store_options *opts)
 {
@@ -846,19 +740,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     if (!st)
         st = pl__pg_conn_get(s, &c);
     if (!st)
-        st = setup(s, c);
-    if (!st)
-        st = pl__pg_pairs_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_lease_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_sched_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_time_setup(s, c);
-    if (!st && !s->read_only)
-        st = pl__pg_marks_setup(s, c);
-    if (!st && !s->read_only && !(st = pl__pg_flow_setup(s, c)))
-        st = pl__pg_parked_sweep(s, c); /* the parked rows of runs ended */
+        st = pl__pg_setup(s, c); /* pg_setup.c */
     /* the schema is there: prepare the statements on this connection and
      * every one opened from now on */
     if (!st) {

@@ -357,12 +357,10 @@ int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out)
     "boolean LANGUAGE sql VOLATILE AS $f$ SELECT NOT " LEASE_D_OK " FROM "     \
     "\"%s\".leases d WHERE d.run = r $f$;"
 
-int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
+char *pl__pg_flow_ddl(const pl__pg_store *s)
 {
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "DO $d$ BEGIN IF (SELECT count(*) FROM pg_attribute WHERE attrelid "
         "= '\"%s\".leases'::regclass AND attname IN ('qrank', 'fkey', "
         "'flimit') AND NOT attisdropped) < 3 THEN "
@@ -713,18 +711,12 @@ int pl__pg_flow_setup(pl__pg_store *s, PGconn *c)
                                                                        "coalesce(array_agg(h.lim ORDER BY h.q, h.r), '{}'), "
                                                                        "coalesce(array_agg(h.q ORDER BY h.q, h.r), '{}') INTO hr, hk, hl, "
                                                                        "hq FROM unnest(hr, hk, hl, hq) h(r, k, lim, q); END IF; END IF; "
-                                                                       "END LOOP; END $f$;"
-                                                                       "COMMIT",
+                                                                       "END LOOP; END $f$;",
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
         n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n, n,
-        n, n, n, n, n, n, n, n, n, n);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "making the queue's flow control");
-    free(sql);
-    return st;
+        n, n, n, n, n, n, n, n, n);
 }
 
 /* ---- rate budgets --------------------------------------------------------- */

@@ -5,7 +5,7 @@
  *   | file         | its job                                            |
  *   |--------------|----------------------------------------------------|
  *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
- *   |              | and the schema                                     |
+ *   | pg_setup.c   | the schema: made, upgraded, or found current       |
  *   | pg_fork.c    | the open stores across fork(), the process's id    |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
  *   | pg_one.c     | one run's write in a commit                        |
@@ -296,11 +296,14 @@ PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 
 /* Format lease statement @p which (L_*) for the store's schema. */
 PL__HIDDEN int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out);
-/* Give the leases their cancellation marks (after the inbox is made:
- * pg_lease.c). */
-PL__HIDDEN int pl__pg_marks_setup(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
-/* Make the leases table and the fence function if they are not there. */
-PL__HIDDEN int pl__pg_lease_setup(pl__pg_store *s, PGconn *c);
+/* The SQL (caller owns; free(); NULL: out of memory) of the setup's part
+ * that gives the leases their cancellation marks (after the inbox is
+ * made: pg_lease.c); pg_setup.c runs it in its one transaction, as every
+ * pl__pg_*_ddl(). */
+PL__HIDDEN char *pl__pg_marks_ddl(const pl__pg_store *s);
+/* The setup's part that makes the leases table and the fence functions
+ * if they are not there. */
+PL__HIDDEN char *pl__pg_lease_ddl(const pl__pg_store *s);
 /* Run lease statement @p which with text parameters and text results. */
 PL__HIDDEN int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                                  const char *const *vals, PGresult **out,
@@ -319,8 +322,8 @@ PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
 
 /* Format schedule statement @p which (Q_SCHED, Q_SCHEDS). */
 PL__HIDDEN int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out);
-/* Make the schedules table if it is not there. */
-PL__HIDDEN int pl__pg_sched_setup(pl__pg_store *s, PGconn *c);
+/* The setup's part that makes the schedules table if it is not there. */
+PL__HIDDEN char *pl__pg_sched_ddl(const pl__pg_store *s);
 /* Send batch @p bt's schedule write (Q_SCHED) in a commit's pipeline. */
 PL__HIDDEN int pl__pg_sched_send(pl__pg_store *s, PGconn *c,
                                  const pl__batch *bt) PL__MUST_CHECK;
@@ -385,11 +388,12 @@ PL__HIDDEN int pl__pg_conn_pairs(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
  * (@p single false) or without (pg_read.c). */
 PL__HIDDEN char *pl__pg_steps_sql(const pl__pg_store *s, int which,
                                   bool single);
-/* After the format is read: a writable open gives a format 1 store its
- * pair columns and makes it format 2 (and pl_pair_bad()); a read-only
- * one of a format 1 store (s->single) has its reads made without the
- * pair columns. */
-PL__HIDDEN int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
+/* The setup's part that gives a format 1 store its pair columns and
+ * makes it format 2 (and pl_pair_bad()). */
+PL__HIDDEN char *pl__pg_pairs_ddl(const pl__pg_store *s);
+/* After the format is read: a read-only open of a format 1 store
+ * (s->single) has its reads made without the pair columns. */
+PL__HIDDEN int pl__pg_pairs_setup(pl__pg_store *s) PL__MUST_CHECK;
 /* Remove, once a store, the parked rows an older store left for runs that
  * ended, on @p c (pg_delete.c). */
 PL__HIDDEN int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
@@ -485,9 +489,9 @@ PL__HIDDEN int pl__pg_one_send(pl__pg_store *s, PGconn *c, const pl__batch *bt,
 
 /* Format timer or inbox statement @p which (T_*) for the store's schema. */
 PL__HIDDEN int pl__pg_time_sql(const pl__pg_store *s, int which, char **out);
-/* Make the timers and inbox tables and pl_consumed() if they are not
- * there (Q_WRITE uses them). */
-PL__HIDDEN int pl__pg_time_setup(pl__pg_store *s, PGconn *c);
+/* The setup's part that makes the timers and inbox tables and
+ * pl_consumed() if they are not there (Q_WRITE uses them). */
+PL__HIDDEN char *pl__pg_time_ddl(const pl__pg_store *s);
 /* The status of a commit's failed statement when it consumed an inbox
  * record another execution consumed first (PL_EBUSY); PL_OK otherwise. */
 PL__HIDDEN int pl__pg_time_failed(const PGresult *r);
@@ -513,9 +517,16 @@ PL__HIDDEN int pl__pg_ledger_first(pl__pg_store *s, uint64_t run,
 
 /* Format statement @p which (L_RATE, L_RATE_GET) for the store's schema. */
 PL__HIDDEN int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out);
-/* Give the leases table its flow columns, and make the rate budgets'
- * table and the take function, if they are not there (after
- * pl__pg_lease_setup()). */
-PL__HIDDEN int pl__pg_flow_setup(pl__pg_store *s, PGconn *c);
+/* The setup's part that gives the leases table its flow columns, and
+ * makes the rate budgets' table and the take function, if they are not
+ * there (after pl__pg_lease_ddl()'s). */
+PL__HIDDEN char *pl__pg_flow_ddl(const pl__pg_store *s);
+
+/* ---- the schema (pg_setup.c) -------------------------------------------- */
+
+/* Make the schema current on @p c, or check it is (SETUP in pg_setup.c):
+ * what the schema holds, its format, its tables and functions; a
+ * read-only or no_create open creates nothing. */
+PL__HIDDEN int pl__pg_setup(pl__pg_store *s, PGconn *c) PL__MUST_CHECK;
 
 #endif /* PL_PG_INT_H */

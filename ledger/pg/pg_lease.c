@@ -275,12 +275,10 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
 }
 
 /* Make the leases table and the fence function if they are not there. */
-int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
+char *pl__pg_lease_ddl(const pl__pg_store *s)
 {
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "CREATE TABLE IF NOT EXISTS \"%s\".leases (run bigint PRIMARY KEY, "
         "gen bigint NOT NULL, owner text NOT NULL, id text NOT NULL, "
         "expires bigint NOT NULL);"
@@ -329,26 +327,18 @@ int pl__pg_lease_setup(pl__pg_store *s, PGconn *c)
         "END LOOP; "
         "RAISE EXCEPTION 'run #%%: this worker''s lease was taken over; "
         "nothing more is written', rs[1] USING ERRCODE = '" FENCE_STATE "'; "
-        "END $f$;"
-        "COMMIT",
-        n, n, n, n, n, n, n, n, n, n, n, n);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "creating the leases table");
-    free(sql);
-    return st;
+        "END $f$;",
+        n, n, n, n, n, n, n, n, n, n, n);
 }
 
 /* The leases' marks (LEASE MARKS above), after the inbox is made: a store
  * made before them gains the column, each lease marked as its run's inbox
  * says; and pl_cancel_mark(run), which marks the run's lease and answers
  * the run's number (a claim's statement calls it: pg_one.c). */
-int pl__pg_marks_setup(pl__pg_store *s, PGconn *c)
+char *pl__pg_marks_ddl(const pl__pg_store *s)
 {
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
         "attrelid = '\"%s\".leases'::regclass AND attname = 'cancel' AND "
         "NOT attisdropped) THEN ALTER TABLE \"%s\".leases ADD COLUMN IF NOT "
@@ -357,14 +347,8 @@ int pl__pg_marks_setup(pl__pg_store *s, PGconn *c)
         "i.cancel AND i.run = l.run); END IF; END $d$;"
         "CREATE OR REPLACE FUNCTION \"%s\".pl_cancel_mark(r bigint) RETURNS "
         "text LANGUAGE plpgsql AS $f$ BEGIN UPDATE \"%s\".leases SET cancel "
-        "= true WHERE run = r AND NOT cancel; RETURN r::text; END $f$;"
-        "COMMIT",
-        n, n, n, n, n, n, n);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "marking the leases");
-    free(sql);
-    return st;
+        "= true WHERE run = r AND NOT cancel; RETURN r::text; END $f$;",
+        n, n, n, n, n, n);
 }
 
 /* Run a lease statement with text parameters and text results. */

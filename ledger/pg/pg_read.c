@@ -479,14 +479,16 @@ static int remake_reads(pl__pg_store *s)
     return PL_OK;
 }
 
-int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c)
+int pl__pg_pairs_setup(pl__pg_store *s)
 {
-    if (s->read_only) /* s->single: a format 1 store's reads */
-        return s->single ? remake_reads(s) : PL_OK;
+    /* s->single: a format 1 store's reads */
+    return s->read_only && s->single ? remake_reads(s) : PL_OK;
+}
+
+char *pl__pg_pairs_ddl(const pl__pg_store *s)
+{
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "DO $d$ BEGIN IF NOT EXISTS (SELECT FROM pg_attribute WHERE "
         "attrelid = '\"%s\".steps'::regclass AND attname = 'v1' AND NOT "
         "attisdropped) THEN ALTER TABLE \"%s\".steps ADD COLUMN IF NOT "
@@ -496,14 +498,8 @@ int pl__pg_pairs_setup(pl__pg_store *s, PGconn *c)
         "bytea LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'the row of "
         "steps at key %% holds a second step that is not the one right "
         "after its first', k USING ERRCODE = '" PAIR_STATE "'; END $f$;"
-        "UPDATE \"%s\".meta SET v = %d WHERE k = 'format' AND v = %d;"
-        "COMMIT",
-        n, n, n, n, n, FORMAT, FORMAT_SINGLE);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "giving the steps their pairs");
-    free(sql);
-    return st;
+        "UPDATE \"%s\".meta SET v = %d WHERE k = 'format' AND v = %d;",
+        n, n, n, n, FORMAT, FORMAT_SINGLE);
 }
 
 /* ---- runs ---------------------------------------------------------------- */

@@ -40,23 +40,15 @@ int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
-int pl__pg_sched_setup(pl__pg_store *s, PGconn *c)
+char *pl__pg_sched_ddl(const pl__pg_store *s)
 {
     /* under the store's lock, as the other tables: processes opening a
      * new schema at once create it once */
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "CREATE TABLE IF NOT EXISTS \"%s\".schedules (name text PRIMARY KEY, "
-        "rec bytea NOT NULL);"
-        "COMMIT",
-        n, n);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "creating the schedules table");
-    free(sql);
-    return st;
+        "rec bytea NOT NULL);",
+        n);
 }
 
 int pl__pg_sched_send(pl__pg_store *s, PGconn *c, const pl__batch *bt)

@@ -205,12 +205,10 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
     return *out ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
-int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
+char *pl__pg_time_ddl(const pl__pg_store *s)
 {
     const char *n = s->schema;
-    char *sql = pl__asprintf(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock(hashtext('policyledger store %s'));"
+    return pl__asprintf(
         "CREATE TABLE IF NOT EXISTS \"%s\".timers (run bigint PRIMARY KEY, "
         "due bigint NOT NULL, id text NOT NULL, rec bytea NOT NULL);"
         "CREATE TABLE IF NOT EXISTS \"%s\".inbox (run bigint NOT NULL, "
@@ -233,14 +231,8 @@ int pl__pg_time_setup(pl__pg_store *s, PGconn *c)
         "CREATE OR REPLACE FUNCTION \"%s\".pl_ride(ok boolean, why text) "
         "RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN IF ok IS NOT TRUE "
         "THEN RAISE EXCEPTION 'the delivery cannot take the run: %%', why "
-        "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;"
-        "COMMIT",
-        n, n, n, n, n, n, n, n, n, n);
-    if (!sql)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int st = pl__pg_command(s, c, sql, "creating the timers and inbox tables");
-    free(sql);
-    return st;
+        "USING ERRCODE = '" RIDE_STATE "'; END IF; RETURN true; END $f$;",
+        n, n, n, n, n, n, n, n, n);
 }
 
 int pl__pg_time_failed(const PGresult *r)
