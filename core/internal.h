@@ -274,10 +274,6 @@ PL__HIDDEN int pl__schedule_fire(pl_engine *e, int64_t now_ms,
                                  char *failed) PL__MUST_CHECK;
 PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms,
                                   char *failed) PL__MUST_CHECK;
-/* PL_EVENT_SCHEDULE_FAILED: firing schedule @p name ("": not known) failed
- * with @p st, @p msg saying why (pl_worker_run(), pl_engine_wake()). */
-PL__HIDDEN void pl__schedule_failed_event(pl_engine *e, int st, const char *msg,
-                                          const char *name);
 /*
  * pl_run_submit() whose creation writes schedule @p sched_name's record
  * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a
@@ -477,6 +473,11 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
     return r->e->on_event ? pl__mono_ns() : 0;
 }
 
+/* An event of the engine's, not of a run's: the store lost or back
+ * (worker.c), schedule @p schedule ("" or NULL: not known) failed to fire
+ * (PL_EVENT_SCHEDULE_FAILED, from pl_worker_run() and pl_engine_wake()). */
+PL__HIDDEN void pl__emit_engine(pl_engine *e, pl_event_kind kind, int status,
+                                const char *detail, const char *schedule);
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy, pl_step_type type,
                          int status, uint64_t elapsed_ns, const char *detail);

@@ -505,6 +505,20 @@ static pl_event event_of(const pl__run *r, pl_event_kind kind, const char *path,
     return ev;
 }
 
+void pl__emit_engine(pl_engine *e, pl_event_kind kind, int status,
+                     const char *detail, const char *schedule)
+{
+    if (!e->on_event)
+        return;
+    pl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.status = status;
+    ev.detail = detail;
+    ev.schedule = schedule && *schedule ? schedule : NULL;
+    e->on_event(&ev, e->event_user);
+}
+
 void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
               const char *policy, pl_step_type type, int status,
               uint64_t elapsed_ns, const char *detail)

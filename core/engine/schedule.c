@@ -640,20 +640,6 @@ static void keep_id(const char *id, void *user)
     w->ids[w->n++] = copy;
 }
 
-void pl__schedule_failed_event(pl_engine *e, int st, const char *msg,
-                               const char *name)
-{
-    if (!e->on_event)
-        return;
-    pl_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = PL_EVENT_SCHEDULE_FAILED;
-    ev.status = st;
-    ev.detail = msg;
-    ev.schedule = *name ? name : NULL;
-    e->on_event(&ev, e->event_user);
-}
-
 int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed)
 {
     woken w = {0};

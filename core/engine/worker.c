@@ -115,19 +115,6 @@ static bool store_fault(int st)
     return st == PL_ESTORE || st == PL_EIO || writes_refused(st);
 }
 
-static void store_event(pl_engine *e, pl_event_kind kind, int st,
-                        const char *detail)
-{
-    if (!e->on_event)
-        return;
-    pl_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = kind;
-    ev.status = st;
-    ev.detail = detail;
-    e->on_event(&ev, e->event_user);
-}
-
 /* The store failed with @p st: say so once; keep @p cut (a run it cut
  * off, or NULL) to take back. */
 static void store_lost(worker *w, int st, const pl__lease *cut)
@@ -159,7 +146,7 @@ static void store_lost(worker *w, int st, const pl__lease *cut)
     if (!w->down) {
         w->down = true;
         w->down_ns = pl__mono_ns();
-        store_event(w->e, PL_EVENT_STORE_LOST, st, msg);
+        pl__emit_engine(w->e, PL_EVENT_STORE_LOST, st, msg, NULL);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -186,7 +173,7 @@ static void store_back(worker *w, back_sign sign)
                  "off are taken back now",
                  (unsigned long long)((pl__mono_ns() - w->down_ns) / 1000000),
                  w->n_retake);
-        store_event(w->e, PL_EVENT_STORE_BACK, 0, msg);
+        pl__emit_engine(w->e, PL_EVENT_STORE_BACK, 0, msg, NULL);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -258,7 +245,8 @@ static void fire_schedules(worker *w)
     char failed[PL_MAX_NAME + 1];
     int st = pl__schedule_fire(w->e, now, NULL, NULL, NULL, &next, failed);
     if (st)
-        pl__schedule_failed_event(w->e, st, pl_errmsg(), failed);
+        pl__emit_engine(w->e, PL_EVENT_SCHEDULE_FAILED, st, pl_errmsg(),
+                        failed);
     int64_t at = now + SCHED_LOOK_MS;
     pthread_mutex_lock(&w->mu);
     w->sched_at_ms = next && next < at ? next : at;

@@ -467,7 +467,7 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
     char fault_msg[PL__ERRMSG_MAX];
     if (fault) {
         pl__errmsg_save(fault_msg);
-        pl__schedule_failed_event(e, fault, fault_msg, sched);
+        pl__emit_engine(e, PL_EVENT_SCHEDULE_FAILED, fault, fault_msg, sched);
     }
     bool sched_fault = fault != PL_OK;
     pl__woken *w;
