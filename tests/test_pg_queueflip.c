@@ -390,8 +390,8 @@ static void drain_and_hold(sweep *s, const char *what)
  * its first byte, in place of the stride's bits in it (next_flip()): a
  * hash is never interpreted, only compared whole with the one computed
  * (the sum as the state is read, which covers the head too), so one bit
- * of it reaches what all 256 do.  They were 64 of a state's some 150
- * bytes, and the state 237 of the 338 flips on PostgreSQL. */
+ * of it reaches what all 256 do.  They stand for 60 of the states' 237
+ * flips on PostgreSQL, 44 on LMDB. */
 static size_t state_hashes(const uint8_t *v, size_t len, size_t at[2])
 {
     static const char *const keys[] = {"\xa4head\xc4\x20", "\xa3sum\xc4\x20"};
