@@ -747,7 +747,9 @@ Test(schedule, a_failing_schedule_leaves_engine_wake_to_wake_the_runs)
                  pl_errmsg());
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
     put_big_schedule(e);
-    pl_outcome *out = t_start(e, "nap", "{\"ms\":1}", "napper");
+    /* long enough that the run parks before it is due on a loaded host
+     * (a run due by the time it would park goes on in place) */
+    pl_outcome *out = t_start(e, "nap", "{\"ms\":300}", "napper");
     cr_assert_eq(out->status, PL_RUN_WAITING);
     pl_outcome_free(out);
     int st = PL_OK;
