@@ -133,6 +133,7 @@ typedef struct version_seen {
 typedef struct woken {
     char *id;
     uint64_t served, executed, elapsed_ns;
+    uint64_t replayed, appended; /* steps, as pl_outcome counts them */
     bool ended; /* it completed, failed, suspended or parked again */
 } woken;
 
