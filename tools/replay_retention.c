@@ -145,13 +145,15 @@ int prepare_prune(tool *t)
 }
 
 /* A worker's --retain or --retain-failed DURATION, in ms (0 when not
- * given); -1 after a usage error. */
+ * given); -1 after a usage error.  A duration only: a date (it has a '-')
+ * is no age, and would be taken for the time from it to now. */
 static int64_t retain_arg(const char *flag, const char *value)
 {
     int64_t now = cli_now_us(), since;
     if (!value)
         return 0;
-    if (!cli_parse_time(&since, value, now) || since >= now) {
+    if (strchr(value, '-') || !cli_parse_time(&since, value, now) ||
+        since >= now) {
         cli_error("bad %s %s: give a duration (30d, 12h, 90m, 45s)", flag,
                   QUOTE(value));
         return -1;

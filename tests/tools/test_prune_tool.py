@@ -187,6 +187,21 @@ class Prune(unittest.TestCase):
         self.assertIn("bad --retain-failed", err)
         self.assertFalse(os.path.exists(fresh))
 
+    def test_a_retention_age_is_no_date(self):
+        # a date is no age: "--retain 2026-11-01" kept the runs as long as
+        # the time from that date to the worker's start, taken as a
+        # duration; it is refused before the store is opened, as a bad
+        # duration is (docs/tools.md)
+        fresh = os.path.join(self.tmp, "fresh")
+        for flag, value in (("--retain", "2020-01-01"),
+                            ("--retain-failed", "2026-11-01T00:00:00Z"),
+                            ("--retain", "2026-11-01 00:00")):
+            rc, _, err = run(REPLAY, fresh, "--worker", "--plugin",
+                             DEMO_PLUGIN, flag, value)
+            self.assertEqual(rc, 1, (flag, value, err))
+            self.assertIn("bad %s" % flag, err)
+            self.assertFalse(os.path.exists(fresh))
+
 
 if __name__ == "__main__":
     REPLAY, DUMP, DEMO, DEMO_PLUGIN = sys.argv[1:5]
