@@ -220,6 +220,14 @@ void on_event(const pl_event *ev, void *user);
 void worst(tool *t, int code);
 cJSON *json_str_or_null(const char *s);
 const char *or_dash(const char *s);
+/* The runs refused, each with its status: " (ID: PL_X, ...)" printed
+ * (nothing for none), or a summary's "refused": [{run_id, error}] (NULL
+ * when out of memory). */
+void print_refused(const id_list *ids, const int *why);
+cJSON *json_refused(const id_list *ids, const int *why);
+/* The mode's --json summary: @p sum (taken) when @p ok, else none, and
+ * the document says it ran out of memory. */
+void set_summary(tool *t, cJSON *sum, bool ok);
 /* The mode's name, as --json's "mode" gives it. */
 const char *mode_name(enum mode m);
 /* --json's one document, printed whatever the command came to (once):

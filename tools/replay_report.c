@@ -168,6 +168,45 @@ cJSON *json_str_or_null(const char *s)
 
 const char *or_dash(const char *s) { return s ? s : "-"; }
 
+void print_refused(const id_list *ids, const int *why)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        printf("%s%s: %s", i ? ", " : " (", cli_text(ids->v[i]),
+               pl_status_name(why[i]));
+    if (ids->n)
+        printf(")");
+}
+
+void set_summary(tool *t, cJSON *sum, bool ok)
+{
+    if (!ok) {
+        cJSON_Delete(sum);
+        sum = NULL;
+        t->w.oom = true;
+    }
+    cJSON_Delete(t->summary);
+    t->summary = sum;
+}
+
+cJSON *json_refused(const id_list *ids, const int *why)
+{
+    cJSON *list = cJSON_CreateArray();
+    for (size_t i = 0; list && i < ids->n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        if (!r || !cJSON_AddItemToArray(list, r)) {
+            cJSON_Delete(r); /* not the list's */
+            cJSON_Delete(list);
+            return NULL;
+        }
+        if (!cJSON_AddStringToObject(r, "run_id", ids->v[i]) ||
+            !cJSON_AddStringToObject(r, "error", pl_status_name(why[i]))) {
+            cJSON_Delete(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
 /* The JSON object for one run, added to t->runs (NULL without --json). */
 cJSON *json_run(tool *t, const char *id)
 {

@@ -1030,6 +1030,41 @@ def case_check_a_run_newer_code_recorded():
         s.close()
 
 
+def case_upgrade_all_diverged_counts_refused_runs():
+    """--upgrade --all-diverged under older code: a run a newer build
+    recorded is refused (PL_ENEWERCODE, exit 1, left as it was); its last
+    line counts it apart, so the counts add up ("2 run(s) ...: 1 replay,
+    0 diverged" left it out), and --json has the summary."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        s.helper("start", ARGS.plugin, "gated", "old-1", "{}")
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        s.helper("start", ARGS.plugin, "gated", "new-1", "{}")
+        s.env["REPLAY_CODE_VERSION"] = "1"
+        for extra in ([], ["--dry-run"]):
+            p = s.tool("--upgrade", "--all-diverged", *extra, plugins=P,
+                       expect=1)
+            check(p.stdout.endswith(
+                "2 run(s) not final or failed: 1 replay under the loaded "
+                "code, 0 diverged, 1 refused (new-1: PL_ENEWERCODE)\n"),
+                "the refused run is not counted", extra, p.stdout, p.stderr)
+        doc, _ = s.tool_json("--upgrade", "--all-diverged", plugins=P,
+                             expect=1)
+        check(doc["summary"] == {"runs": 2, "replay": 1, "diverged": 0,
+                                 "refused": [{"run_id": "new-1",
+                                              "error": "PL_ENEWERCODE"}]},
+              "--json's summary", doc)
+        # the newer code replays both: nothing refused, exit 0
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        p = s.tool("--upgrade", "--all-diverged", plugins=P, expect=0)
+        check(p.stdout.endswith("2 run(s) not final or failed: 2 replay "
+                                "under the loaded code, 0 diverged\n"),
+              "newer code", p.stdout)
+    finally:
+        s.close()
+
+
 def case_plugin_crashes_in_init():
     """A plugin that dies in pl_plugin_init takes the tool down with exit 2
     and a line naming the plugin, not a bare SIGSEGV; the store is not
@@ -1103,7 +1138,7 @@ def case_run_on_a_full_store():
         s.close()
 
 
-CASES = [case_time, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+CASES = [case_time, case_upgrade_all_diverged_counts_refused_runs, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
          case_all_counts_refused_runs_apart,
          case_check,
