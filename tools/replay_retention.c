@@ -325,7 +325,14 @@ void mode_prune(tool *t)
     po.user = t;
     uint64_t n = 0;
     int st = pl_engine_prune(t->engine, &po, &n);
-    if (st) {
+    if (st == PL_ECORRUPT) {
+        /* past it: the other runs were chosen (and deleted) all the same */
+        cli_error("%s (PL_ECORRUPT): a run whose record cannot be read is "
+                  "not deleted (ledger-dump --verify says more); the others "
+                  "were pruned",
+                  pl_errmsg());
+        worst(t, EXIT_OPEN);
+    } else if (st) {
         cli_error("prune stopped: %s (%s); %llu run(s) %s before it",
                   pl_errmsg(), pl_status_name(st), (unsigned long long)n,
                   t->opt.dry_run ? "chosen" : "deleted");

@@ -682,6 +682,10 @@ typedef struct pl_prune_options {
  * store's other writers for long; and remove expired tombstones.  Runs
  * are chosen in one pass over the run records (pl_engine_runs()), each
  * checked again as it is deleted: a run that changed meanwhile is left.
+ * A run whose record cannot be read (it fails its checksum) is passed
+ * over and kept, its status and age unknown: the runs past it are chosen
+ * and deleted all the same, and PL_ECORRUPT, naming the first such run,
+ * is returned at the end.
  * A crash or kill at any instant leaves each run whole or gone.
  * @param opts NULL = PL_PRUNE_OPTIONS_INIT: every run that has ended is
  *        deleted.
