@@ -194,6 +194,7 @@ typedef struct tool {
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
+    id_list damaged;    /* runs whose record cannot be read, passed over */
     unsigned n_live;
     cJSON *summary;    /* --json: added to the document */
     cJSON *sched_json; /* --json: --schedule-put's schedule */
@@ -239,6 +240,10 @@ cJSON *json_run(tool *t, const char *id);
 void json_counters(cJSON *j, const pl_outcome *o, double ms);
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);
 void report_refused(tool *t, const char *id, int st, int code);
+/* A run whose record cannot be read (@p msg says why), passed over by a
+ * mode that walks every run: said on stderr, in --json's skipped, noted in
+ * t->damaged, and the exit status is 2.  A cli_damaged_fn's answer: 0. */
+int report_damaged(tool *t, const char *id, const char *msg);
 int refused_code(int st);
 /* --trace and --otel: open what the options ask for (0, or -1 after an
  * error said); send what is left and close both (a loss is a warning).  A

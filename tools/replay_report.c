@@ -340,6 +340,24 @@ void report_refused(tool *t, const char *id, int st, int code)
 /* The exit status for a run the engine refused to execute, or stopped
  * executing: a store that cannot be written (full, read-only, failing)
  * is the store's fault, and the run is left as it was, to be continued. */
+int report_damaged(tool *t, const char *id, const char *msg)
+{
+    worst(t, EXIT_OPEN);
+    cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
+    if (!ids_push(&t->damaged, id))
+        t->w.oom = true;
+    if (!t->opt.json)
+        return 0;
+    cJSON *s = cJSON_CreateObject();
+    if (s && cJSON_AddStringToObject(s, "run_id", id) &&
+        cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
+        cJSON_AddStringToObject(s, "message", msg))
+        cJSON_AddItemToArray(t->skipped, s);
+    else
+        cJSON_Delete(s);
+    return 0;
+}
+
 int refused_code(int st)
 {
     if (write_code(st) == EXIT_OPEN)

@@ -201,20 +201,8 @@ static int visit_crashed(const pl_run_info *info, void *user)
 static int skip_damaged(const char *id, const char *msg, void *user)
 {
     all_ctx *a = user;
-    tool *t = a->t;
     a->damaged++;
-    worst(t, EXIT_OPEN);
-    cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
-    if (!t->opt.json)
-        return 0;
-    cJSON *s = cJSON_CreateObject();
-    if (s && cJSON_AddStringToObject(s, "run_id", id) &&
-        cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
-        cJSON_AddStringToObject(s, "message", msg))
-        cJSON_AddItemToArray(t->skipped, s);
-    else
-        cJSON_Delete(s);
-    return 0;
+    return report_damaged(a->t, id, msg);
 }
 
 /* Continue run @p id for --all: refused (a run newer code recorded, one a

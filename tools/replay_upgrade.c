@@ -385,7 +385,9 @@ static void upgrade_summary(tool *t, size_t n, unsigned replay,
         if (refused->n)
             printf(", %zu refused", refused->n);
         print_refused(refused, why);
-        printf("\n");
+        printf("%s\n", t->damaged.n
+                           ? ", and runs whose record cannot be read (above)"
+                           : "");
         return;
     }
     cJSON *sum = cJSON_CreateObject(), *list = json_refused(refused, why);
@@ -400,10 +402,21 @@ static void upgrade_summary(tool *t, size_t n, unsigned replay,
     set_summary(t, sum, ok);
 }
 
-/* --all-diverged: every run not final, and every failed run. */
+/* --all-diverged: every run not final, and every failed run; a run whose
+ * record cannot be read is passed over. */
+typedef struct candidates {
+    tool *t;
+    id_list ids;
+} candidates;
+
+static int skip_damaged(const char *id, const char *msg, void *user)
+{
+    return report_damaged(((candidates *)user)->t, id, msg);
+}
+
 static int visit_candidate(const pl_run_info *info, void *user)
 {
-    id_list *l = user;
+    id_list *l = &((candidates *)user)->ids;
     bool candidate = is_live(info->status) || info->status == PL_RUN_FAILED;
     if (!candidate || info->owner_alive)
         return 0;
@@ -417,8 +430,10 @@ void mode_upgrade(tool *t)
             (void)upgrade_one(t, t->opt.run, true);
         return;
     }
-    id_list ids = {0};
-    int st = pl_engine_runs(t->engine, visit_candidate, &ids);
+    candidates cand = {t, {0}};
+    int st = cli_runs_each(t->engine, NULL, visit_candidate, skip_damaged,
+                           &cand);
+    id_list ids = cand.ids;
     if (st) {
         cli_error("reading the runs of %s: %s (%s)",
                   QUOTE(cli_store_shown(t->opt.store)),
