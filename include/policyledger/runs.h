@@ -219,8 +219,10 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  *         (another live process or thread is running it: another worker
  *         holds its lease), PL_ESTATE (it is suspended: use
  *         pl_run_resume(); or superseded: continue its successor,
- *         pl_run_info.successor).  With opts->check, PL_ECHECK and
- *         PL_ENONDET are returned as such (and *out is NULL).
+ *         pl_run_info.successor; or cancelled: a cancelled run has ended
+ *         for good, it is not retried as a failed run is).  With
+ *         opts->check, PL_ECHECK and PL_ENONDET are returned as such (and
+ *         *out is NULL).
  */
 int pl_run_continue(pl_outcome **out, pl_engine *engine, const char *run_id,
                     const pl_run_options *opts);
