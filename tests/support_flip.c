@@ -152,7 +152,7 @@ static void *watcher(void *arg)
 }
 
 pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
-                         int start_ms, unsigned concurrency)
+                         int start_ms, unsigned concurrency, unsigned lease_ms)
 {
     fflush(NULL);
     pid_t kid = fork();
@@ -161,7 +161,7 @@ pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
         return kid;
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.durability = PL_DURABILITY_SYNC;
-    eo.lease_ms = 150; /* renewed every 50 ms */
+    eo.lease_ms = lease_ms; /* renewed every third of it */
     eo.on_event = on_event;
     pl_engine *e = NULL;
     int st = pl_engine_open(&e, path, reg, &eo);
@@ -189,7 +189,7 @@ int t_flip_drain(const char *path, const pl_registry *reg, int idle_ms,
                  unsigned concurrency)
 {
     return t_flip_drain_end(t_flip_drain_start(path, reg, idle_ms, idle_ms,
-                                               concurrency));
+                                               concurrency, T_FLIP_LEASE_MS));
 }
 
 /* ---- LMDB ----------------------------------------------------------------- */

@@ -39,8 +39,10 @@ void t_flip_put(const char *path, const char *data, size_t len);
 
 /*
  * A worker drains a store in a forked child: pl_worker_run() with
- * @p concurrency threads, polling every 10 ms, its lease of 150 ms renewed
- * every 50 ms, waits never in place, stopped once nothing happened for
+ * @p concurrency threads, polling every 10 ms, its lease of @p lease_ms
+ * renewed every third of it (t_flip_drain(): T_FLIP_LEASE_MS, 150 ms
+ * renewed every 50 ms), waits never in place, stopped once nothing
+ * happened for
  * @p idle_ms (an event of the engine's, or t_flip_alive() in the child)
  * or T_FLIP_BOUND_MS after its first event.  Before its first event the
  * bound is @p start_ms: a loaded host's worker may take longer than an
@@ -50,6 +52,7 @@ void t_flip_put(const char *path, const char *data, size_t len);
  * t_flip_drain() both (@p start_ms = @p idle_ms).
  */
 #define T_FLIP_BOUND_MS 10000
+#define T_FLIP_LEASE_MS 150
 enum {
     T_DRAIN_OK = 0,       /* drained, stopped */
     T_DRAIN_OPEN = 10,    /* the engine or worker could not start */
@@ -58,7 +61,7 @@ enum {
     T_DRAIN_RUN = 13      /* pl_worker_run() failed */
 };
 pid_t t_flip_drain_start(const char *path, const pl_registry *reg, int idle_ms,
-                         int start_ms, unsigned concurrency);
+                         int start_ms, unsigned concurrency, unsigned lease_ms);
 int t_flip_drain_end(pid_t kid);
 int t_flip_drain(const char *path, const pl_registry *reg, int idle_ms,
                  unsigned concurrency);

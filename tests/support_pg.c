@@ -150,6 +150,14 @@ void t_pg_refill(const char *to, const char *from)
                      "SELECT setval('\"%s\".\"%s\"', last_value, is_called) "
                      "FROM \"%s\".\"%s\";",
                      ts, name, fs, name);
+        } else if (in_from && strcmp(name, "meta") == 0) {
+            /* but the copy's own 'setup' row, once it has one */
+            snprintf(sql, sizeof sql,
+                     "DELETE FROM \"%s\".meta WHERE k <> 'setup'; INSERT INTO "
+                     "\"%s\".meta SELECT * FROM \"%s\".meta f WHERE f.k <> "
+                     "'setup' OR NOT EXISTS (SELECT FROM \"%s\".meta WHERE k "
+                     "= 'setup');",
+                     ts, ts, fs, ts);
         } else if (in_from) {
             snprintf(sql, sizeof sql,
                      "DELETE FROM \"%s\".\"%s\"; INSERT INTO \"%s\".\"%s\" "

@@ -12,6 +12,7 @@
  * it; and a key or limit damaged (KEY SUMS), which admits no run.
  * test_pg_plans.c: the statements' plans.
  */
+#define _GNU_SOURCE /* memmem() */
 #include "support.h"
 
 #include "pg_int.h" /* the statements */
@@ -62,11 +63,16 @@ static void queue_of(PGconn *c, const char *n, int runs, const span *q,
         leases_of(c, n, q[i].from, q[i].to, q[i].key, q[i].lim, q[i].owner);
 }
 
-/* Whether @p text occurs in @p plan fewer than @p most times. */
+/* Whether @p text occurs in @p plan fewer than @p most times.  By
+ * memmem() within the plan's length: strstr() from each match on, which
+ * AddressSanitizer's interceptor follows with a strlen() of the rest,
+ * took 17 s of a sanitized run for the 2,000 keys' plans (megabytes). */
 static bool fewer_than(const pl__buf *plan, const char *text, int most)
 {
     int k = 0;
-    for (const char *p = (const char *)plan->data; (p = strstr(p, text)); p++)
+    size_t n = strlen(text);
+    const char *p = (const char *)plan->data, *end = p + plan->len;
+    for (; k < most && (p = memmem(p, (size_t)(end - p), text, n)); p++)
         k++;
     return k < most;
 }

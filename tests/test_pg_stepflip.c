@@ -14,7 +14,8 @@
  * (a column added later is flipped too), each row found by its primary
  * key.  Every STRIDE-th bit of each value (a fixed stride, from bit
  * v % STRIDE of the v-th value: the same bits every time; of a value over
- * LONG_VALUE bytes, in its first and last WINDOW bytes) is flipped in a
+ * LONG_VALUE bytes, in its first and last WINDOW bytes; a step record's
+ * hashes once each, flip_column()) is flipped in a
  * copy of the store (a schema of its own), and the engine then lists the
  * runs and, for each, reads its record, walks every ledger, reads its root
  * ledger, verifies it and continues it in check mode; every
@@ -382,11 +383,74 @@ static bool same(PGconn *c, const char *same)
     return yes;
 }
 
+/* ---- a step record's hashes ------------------------------------------- */
+
+/* The size of the msgpack scalar at @p p (@p n bytes left): 0 for one
+ * that is not a number, string, binary, nil or boolean, or runs past. */
+static size_t mp_scalar(const uint8_t *p, size_t n)
+{
+    if (!n)
+        return 0;
+    uint8_t b = p[0];
+    size_t head = 1, body = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
+        body = 0;
+    else if (b >= 0xa0 && b <= 0xbf)
+        body = b & 0x1f;
+    else if (b == 0xcc || b == 0xd0)
+        body = 1;
+    else if (b == 0xcd || b == 0xd1)
+        body = 2;
+    else if (b == 0xce || b == 0xd2 || b == 0xca)
+        body = 4;
+    else if (b == 0xcf || b == 0xd3 || b == 0xcb)
+        body = 8;
+    else if ((b == 0xd9 || b == 0xc4) && n >= 2)
+        head = 2, body = p[1];
+    else if ((b == 0xda || b == 0xc5) && n >= 3)
+        head = 3, body = (size_t)p[1] << 8 | p[2];
+    else
+        return 0;
+    return head + body <= n ? head + body : 0;
+}
+
+/* The offsets of the 32-byte hashes in the step record @p v (@p len
+ * bytes; record.c, STEP RECORD): its header's field 5, the previous step's
+ * hash, and the hash of field 7's link, if it has one; into @p at, how
+ * many (none for a value that is no such record: a shared value, a
+ * record the parse does not follow). */
+static size_t record_hashes(const uint8_t *v, size_t len, size_t at[2])
+{
+    if (len < 1 || (v[0] != 0x97 && v[0] != 0x98))
+        return 0;
+    size_t pos = 1, n = 0;
+    for (int field = 0; field < 7; field++) {
+        if (field == 5) {
+            if (len - pos < 34 || v[pos] != 0xc4 || v[pos + 1] != 32)
+                return 0;
+            at[n++] = pos + 2;
+        }
+        size_t k = mp_scalar(v + pos, len - pos);
+        if (!k)
+            return 0;
+        pos += k;
+    }
+    if (v[0] == 0x98 && len - pos > 1 && v[pos] == 0x92) {
+        size_t k = mp_scalar(v + pos + 1, len - pos - 1);
+        pos += 1 + k;
+        if (k && len - pos >= 34 && v[pos] == 0xc4 && v[pos + 1] == 32)
+            at[n++] = pos + 2;
+    }
+    return n;
+}
+
 /* The sweep's counts, and what it holds the copy to. */
 typedef struct tally {
     size_t values, bits, flips, reported, refused, dumps;
-    size_t shared;    /* steps stored as shared values (share.c) */
-    const char *same; /* same_sql() */
+    size_t hashes, hashed; /* hashes flipped once, the stride's flips they
+                              stand for (flip_column()) */
+    size_t shared;         /* steps stored as shared values (share.c) */
+    const char *same;      /* same_sql() */
 } tally;
 
 /* Put back column @p col of the row of @p t whose key columns held
@@ -413,7 +477,14 @@ static void put_back(PGconn *c, const char *copy, const char *same_q,
 
 /* Flip the bits of column @p col of row @p row (of @p rows, table @p t)
  * that fall on the stride, each in turn in the store at @p copy, and hold
- * the calls to @p want. */
+ * the calls to @p want.  A step record's 32-byte hashes (the previous
+ * step's, a call's link to its callee's ledger: record_hashes()) are
+ * flipped once each, in their first byte, in place of the stride's bits
+ * in them: a hash's bytes are never interpreted, only compared whole with
+ * the one computed (pl_run_verify(), a replay's chain, ledger-dump), so
+ * any of its bits changed reaches what every other one does.  They were
+ * a third of the bits of the steps' values (324 of 1,007 flips), every
+ * one reported. */
 static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
                         const report *want, const t_pg_table *t, PGresult *rows,
                         int row, int col, tally *n)
@@ -438,12 +509,32 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
                   keyis(keyv[0], keylen[0], "identity")));
     uint8_t *buf = malloc(len ? len : 1);
     cr_assert_not_null(buf);
+    size_t hash[2], n_hash = 0;
+    if (strcmp(t->name, "steps") == 0 && self < 0)
+        n_hash = record_hashes(orig, len, hash);
+    n->hashes += n_hash;
     size_t first = n->values++ % STRIDE; /* the phase moves along */
-    for (size_t bit = first; bit < len * 8; bit += STRIDE) {
+    for (size_t bit = first, h = 0;;) {
         if (len > LONG_VALUE && bit >= WINDOW * 8 && bit < (len - WINDOW) * 8)
             bit = (len - WINDOW) * 8 + (bit - WINDOW * 8) % STRIDE;
+        size_t at; /* the bit flipped */
+        if (h < n_hash && (bit >= len * 8 || bit >= hash[h] * 8)) {
+            at = hash[h++] * 8 + first % 8; /* a hash's one flip */
+        } else if (bit < len * 8) {
+            at = bit;
+            bit += STRIDE;
+            bool in_hash = false;
+            for (size_t i = 0; i < n_hash; i++)
+                in_hash |= at >= hash[i] * 8 && at < (hash[i] + 32) * 8;
+            if (in_hash) {
+                n->hashed++;
+                continue;
+            }
+        } else {
+            break;
+        }
         memcpy(buf, orig, len);
-        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        buf[at / 8] ^= (uint8_t)(1u << (at % 8));
         if (!t_pg_set_col(c, t_pg_schema(copy), t, col, buf, len, keyv,
                           keylen)) {
             n->refused++;
@@ -452,7 +543,7 @@ static void flip_column(PGconn *c, const char *copy, const pl_registry *reg,
         report got = exercise(copy, reg);
         char what[256];
         snprintf(what, sizeof what, "%s.%s of row %d, bit %zu of %zu", t->name,
-                 t->col[col], row, bit, len * 8);
+                 t->col[col], row, at, len * 8);
         const char *bad = unheld(&got, want);
         cr_assert(!bad,
                   "%s: what the calls on %s give back changed, and none "
@@ -556,9 +647,10 @@ static void flip_tables(const char *const *names, size_t n_names)
     fprintf(stderr,
             "pg_stepflip: %zu flips (every %d-th of %zu bits) in %zu columns "
             "of %zu rows: %zu reported, %zu refused by the table; "
-            "ledger-dump run %zu times\n",
+            "ledger-dump run %zu times; %zu hashes flipped once each, for "
+            "%zu flips of the stride\n",
             n.flips, STRIDE, n.bits, cols, rows_seen, n.reported, n.refused,
-            n.dumps);
+            n.dumps, n.hashes, n.hashed);
     cr_assert_gt(n.reported, 0);
     fixture_close(&f);
 }
