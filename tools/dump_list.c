@@ -398,6 +398,7 @@ typedef struct top_run {
 typedef struct stats_ctx {
     uint64_t by_status[STATUS_MAX + 1];
     uint64_t crashed, steps, runs;
+    uint64_t damaged; /* runs whose record cannot be read, in runs */
     top_run top[TOP_RUNS];
     size_t n_top;
 } stats_ctx;
@@ -425,6 +426,17 @@ static int stats_visit(const pl_run_info *ri, void *user)
     return 0;
 }
 
+/* A run whose record cannot be read is counted apart, the others read on
+ * (as the list goes past it); said on stderr, and the exit status is 2. */
+static int stats_damaged(const char *id, const char *msg, void *user)
+{
+    stats_ctx *c = user;
+    c->runs++;
+    c->damaged++;
+    cli_error("run %s: its record cannot be read: %s", QUOTE(id), msg);
+    return 0;
+}
+
 int cmd_stats(pl_engine *e, const opts *o)
 {
     stats_ctx c;
@@ -432,11 +444,12 @@ int cmd_stats(pl_engine *e, const opts *o)
     pl_store_stats ss = {.version = PL_STORE_STATS_VERSION};
     int st = pl_engine_stats(&ss, e);
     if (!st)
-        st = pl_engine_runs(e, stats_visit, &c);
+        st = cli_runs_each(e, NULL, stats_visit, stats_damaged, &c);
     if (st) {
         cli_error("cannot read the store's statistics: %s", pl_errmsg());
         return CLI_EXIT_STORE;
     }
+    int rc = c.damaged ? CLI_EXIT_STORE : CLI_EXIT_OK;
     if (o->format == FMT_TEXT) {
         printf("runs         %llu\n", (unsigned long long)c.runs);
         for (int s = PL_RUN_RUNNING; s <= STATUS_MAX; s++)
@@ -444,6 +457,10 @@ int cmd_stats(pl_engine *e, const opts *o)
                 printf("  %-10s %llu\n", pl_run_status_name((pl_run_status)s),
                        (unsigned long long)c.by_status[s]);
         printf("  (crashed)  %llu\n", (unsigned long long)c.crashed);
+        if (c.damaged)
+            printf("  (damaged)  %llu (their records cannot be read: "
+                   "ledger-dump --verify)\n",
+                   (unsigned long long)c.damaged);
         printf("steps        %llu (as the run records count them; a running "
                "run's as of its last heartbeat)\n",
                (unsigned long long)c.steps);
@@ -458,7 +475,7 @@ int cmd_stats(pl_engine *e, const opts *o)
             printf("  %-36s  %-16s  %llu steps\n", cli_text(c.top[i].id),
                    cli_text(c.top[i].policy),
                    (unsigned long long)c.top[i].steps);
-        return CLI_EXIT_OK;
+        return rc;
     }
     cJSON *doc = cJSON_CreateObject(), *by = cJSON_CreateObject(),
           *top = cJSON_CreateArray();
@@ -476,6 +493,7 @@ int cmd_stats(pl_engine *e, const opts *o)
                                     (double)c.by_status[s]);
     cJSON_AddItemToObject(doc, "by_status", by);
     cJSON_AddNumberToObject(doc, "crashed", (double)c.crashed);
+    cJSON_AddNumberToObject(doc, "damaged", (double)c.damaged);
     cJSON_AddNumberToObject(doc, "steps", (double)c.steps);
     cJSON_AddNumberToObject(doc, "file_bytes", (double)ss.file_bytes);
     cJSON_AddNumberToObject(doc, "map_bytes", (double)ss.map_bytes);
@@ -498,5 +516,5 @@ int cmd_stats(pl_engine *e, const opts *o)
     else
         cli_json_document(stdout, doc);
     cJSON_Delete(doc);
-    return CLI_EXIT_OK;
+    return rc;
 }

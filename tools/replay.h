@@ -133,6 +133,7 @@ typedef struct version_seen {
 typedef struct woken {
     char *id;
     uint64_t served, executed, elapsed_ns;
+    uint64_t replayed, appended; /* steps, as pl_outcome counts them */
     bool ended; /* it completed, failed, suspended or parked again */
 } woken;
 
@@ -193,6 +194,7 @@ typedef struct tool {
     /* --check: live runs by version and by code identity; the gate */
     tally versions, codes;
     id_list would_fail; /* live runs the loaded code cannot replay */
+    id_list damaged;    /* runs whose record cannot be read, passed over */
     unsigned n_live;
     cJSON *summary;    /* --json: added to the document */
     cJSON *sched_json; /* --json: --schedule-put's schedule */
@@ -219,6 +221,14 @@ void on_event(const pl_event *ev, void *user);
 void worst(tool *t, int code);
 cJSON *json_str_or_null(const char *s);
 const char *or_dash(const char *s);
+/* The runs refused, each with its status: " (ID: PL_X, ...)" printed
+ * (nothing for none), or a summary's "refused": [{run_id, error}] (NULL
+ * when out of memory). */
+void print_refused(const id_list *ids, const int *why);
+cJSON *json_refused(const id_list *ids, const int *why);
+/* The mode's --json summary: @p sum (taken) when @p ok, else none, and
+ * the document says it ran out of memory. */
+void set_summary(tool *t, cJSON *sum, bool ok);
 /* The mode's name, as --json's "mode" gives it. */
 const char *mode_name(enum mode m);
 /* --json's one document, printed whatever the command came to (once):
@@ -230,6 +240,10 @@ cJSON *json_run(tool *t, const char *id);
 void json_counters(cJSON *j, const pl_outcome *o, double ms);
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);
 void report_refused(tool *t, const char *id, int st, int code);
+/* A run whose record cannot be read (@p msg says why), passed over by a
+ * mode that walks every run: said on stderr, in --json's skipped, noted in
+ * t->damaged, and the exit status is 2.  A cli_damaged_fn's answer: 0. */
+int report_damaged(tool *t, const char *id, const char *msg);
 int refused_code(int st);
 /* --trace and --otel: open what the options ask for (0, or -1 after an
  * error said); send what is left and close both (a loss is a warning).  A

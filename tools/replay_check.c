@@ -279,7 +279,15 @@ typedef struct check_ctx {
     id_list codes; /* "" for none */
     size_t cap;
     bool live; /* --live: only the runs not yet final */
+    tool *t;
 } check_ctx;
+
+/* A run whose record cannot be read is passed over, the others checked. */
+static int check_damaged(const char *id, const char *msg, void *user)
+{
+    check_ctx *c = user;
+    return report_damaged(c->t, id, msg);
+}
 
 static int visit_any(const pl_run_info *info, void *user)
 {
@@ -307,7 +315,7 @@ static int visit_any(const pl_run_info *info, void *user)
 
 void mode_check(tool *t)
 {
-    check_ctx c = {{0}, NULL, NULL, {0}, 0, t->opt.live};
+    check_ctx c = {{0}, NULL, NULL, {0}, 0, t->opt.live, t};
     int st;
     if (t->opt.run) {
         pl_run_info *info = NULL;
@@ -322,7 +330,7 @@ void mode_check(tool *t)
             goto done;
         }
     } else {
-        st = pl_engine_runs(t->engine, visit_any, &c);
+        st = cli_runs_each(t->engine, NULL, visit_any, check_damaged, &c);
     }
     if (st) {
         cli_error("reading the runs of %s: %s (%s)",
@@ -337,9 +345,11 @@ void mode_check(tool *t)
                   c.codes.v[i][0] ? c.codes.v[i] : NULL);
     if (!t->opt.json)
         printf("checked %zu %srun(s): %u ok, %u diverged, %u failed to "
-               "replay\n",
+               "replay%s\n",
                c.ids.n, t->opt.live ? "live " : "", t->n_ok, t->n_diverged,
-               t->n_failed);
+               t->n_failed,
+               t->damaged.n ? ", and runs whose record cannot be read (above)"
+                            : "");
     if (!t->opt.json && t->n_newer)
         printf("%u run(s) need newer code: recorded by it, left for its "
                "workers\n",

@@ -168,6 +168,45 @@ cJSON *json_str_or_null(const char *s)
 
 const char *or_dash(const char *s) { return s ? s : "-"; }
 
+void print_refused(const id_list *ids, const int *why)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        printf("%s%s: %s", i ? ", " : " (", cli_text(ids->v[i]),
+               pl_status_name(why[i]));
+    if (ids->n)
+        printf(")");
+}
+
+void set_summary(tool *t, cJSON *sum, bool ok)
+{
+    if (!ok) {
+        cJSON_Delete(sum);
+        sum = NULL;
+        t->w.oom = true;
+    }
+    cJSON_Delete(t->summary);
+    t->summary = sum;
+}
+
+cJSON *json_refused(const id_list *ids, const int *why)
+{
+    cJSON *list = cJSON_CreateArray();
+    for (size_t i = 0; list && i < ids->n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        if (!r || !cJSON_AddItemToArray(list, r)) {
+            cJSON_Delete(r); /* not the list's */
+            cJSON_Delete(list);
+            return NULL;
+        }
+        if (!cJSON_AddStringToObject(r, "run_id", ids->v[i]) ||
+            !cJSON_AddStringToObject(r, "error", pl_status_name(why[i]))) {
+            cJSON_Delete(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
 /* The JSON object for one run, added to t->runs (NULL without --json). */
 cJSON *json_run(tool *t, const char *id)
 {
@@ -301,6 +340,24 @@ void report_refused(tool *t, const char *id, int st, int code)
 /* The exit status for a run the engine refused to execute, or stopped
  * executing: a store that cannot be written (full, read-only, failing)
  * is the store's fault, and the run is left as it was, to be continued. */
+int report_damaged(tool *t, const char *id, const char *msg)
+{
+    worst(t, EXIT_OPEN);
+    cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
+    if (!ids_push(&t->damaged, id))
+        t->w.oom = true;
+    if (!t->opt.json)
+        return 0;
+    cJSON *s = cJSON_CreateObject();
+    if (s && cJSON_AddStringToObject(s, "run_id", id) &&
+        cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
+        cJSON_AddStringToObject(s, "message", msg))
+        cJSON_AddItemToArray(t->skipped, s);
+    else
+        cJSON_Delete(s);
+    return 0;
+}
+
 int refused_code(int st)
 {
     if (write_code(st) == EXIT_OPEN)

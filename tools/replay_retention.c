@@ -145,13 +145,15 @@ int prepare_prune(tool *t)
 }
 
 /* A worker's --retain or --retain-failed DURATION, in ms (0 when not
- * given); -1 after a usage error. */
+ * given); -1 after a usage error.  A duration only: a date (it has a '-')
+ * is no age, and would be taken for the time from it to now. */
 static int64_t retain_arg(const char *flag, const char *value)
 {
     int64_t now = cli_now_us(), since;
     if (!value)
         return 0;
-    if (!cli_parse_time(&since, value, now) || since >= now) {
+    if (strchr(value, '-') || !cli_parse_time(&since, value, now) ||
+        since >= now) {
         cli_error("bad %s %s: give a duration (30d, 12h, 90m, 45s)", flag,
                   QUOTE(value));
         return -1;
@@ -323,7 +325,14 @@ void mode_prune(tool *t)
     po.user = t;
     uint64_t n = 0;
     int st = pl_engine_prune(t->engine, &po, &n);
-    if (st) {
+    if (st == PL_ECORRUPT) {
+        /* past it: the other runs were chosen (and deleted) all the same */
+        cli_error("%s (PL_ECORRUPT): a run whose record cannot be read is "
+                  "not deleted (ledger-dump --verify says more); the others "
+                  "were pruned",
+                  pl_errmsg());
+        worst(t, EXIT_OPEN);
+    } else if (st) {
         cli_error("prune stopped: %s (%s); %llu run(s) %s before it",
                   pl_errmsg(), pl_status_name(st), (unsigned long long)n,
                   t->opt.dry_run ? "chosen" : "deleted");

@@ -201,20 +201,8 @@ static int visit_crashed(const pl_run_info *info, void *user)
 static int skip_damaged(const char *id, const char *msg, void *user)
 {
     all_ctx *a = user;
-    tool *t = a->t;
     a->damaged++;
-    worst(t, EXIT_OPEN);
-    cli_error("run %s: skipped: its record cannot be read: %s", QUOTE(id), msg);
-    if (!t->opt.json)
-        return 0;
-    cJSON *s = cJSON_CreateObject();
-    if (s && cJSON_AddStringToObject(s, "run_id", id) &&
-        cJSON_AddStringToObject(s, "reason", "its record cannot be read") &&
-        cJSON_AddStringToObject(s, "message", msg))
-        cJSON_AddItemToArray(t->skipped, s);
-    else
-        cJSON_Delete(s);
-    return 0;
+    return report_damaged(a->t, id, msg);
 }
 
 /* Continue run @p id for --all: refused (a run newer code recorded, one a
@@ -246,26 +234,16 @@ static void all_summary(all_ctx *a)
     if (!t->opt.json) {
         printf("%zu crashed run(s) continued, %zu refused", continued,
                a->refused.n);
-        for (size_t i = 0; i < a->refused.n; i++)
-            printf("%s%s: %s", i ? ", " : " (", cli_text(a->refused.v[i]),
-                   pl_status_name(a->why[i]));
-        printf("%s, %u skipped (owned by a live process)%s\n",
-               a->refused.n ? ")" : "", t->n_skipped,
+        print_refused(&a->refused, a->why);
+        printf(", %u skipped (owned by a live process)%s\n", t->n_skipped,
                a->damaged ? ", and runs whose record cannot be read (above)"
                           : "");
         return;
     }
-    cJSON *sum = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    cJSON *sum = cJSON_CreateObject(),
+          *list = json_refused(&a->refused, a->why);
     bool ok = sum && list &&
               cli_json_add_int(sum, "continued", (int64_t)continued);
-    for (size_t i = 0; ok && i < a->refused.n; i++) {
-        cJSON *r = cJSON_CreateObject();
-        ok = r && cJSON_AddItemToArray(list, r) &&
-             cJSON_AddStringToObject(r, "run_id", a->refused.v[i]) &&
-             cJSON_AddStringToObject(r, "error", pl_status_name(a->why[i]));
-        if (!r)
-            break;
-    }
     if (ok && cJSON_AddItemToObject(sum, "refused", list)) {
         list = NULL;
         ok = cli_json_add_int(sum, "skipped", t->n_skipped) &&
@@ -274,13 +252,7 @@ static void all_summary(all_ctx *a)
         ok = false;
     }
     cJSON_Delete(list);
-    if (!ok) {
-        cJSON_Delete(sum);
-        sum = NULL;
-        t->w.oom = true;
-    }
-    cJSON_Delete(t->summary);
-    t->summary = sum;
+    set_summary(t, sum, ok);
 }
 
 void mode_all(tool *t)

@@ -173,6 +173,8 @@ void watch_woken(watch *w, const pl_event *ev)
     case PL_EVENT_CALL_SERVED: r->served++; break;
     case PL_EVENT_CALL_COMPLETED:
     case PL_EVENT_CALL_FAILED: r->executed++; break;
+    case PL_EVENT_STEP_REPLAYED: r->replayed++; break;
+    case PL_EVENT_STEP_APPENDED: r->appended++; break;
     case PL_EVENT_RUN_COMPLETED:
     case PL_EVENT_RUN_FAILED:
     case PL_EVENT_RUN_SUSPENDED:
@@ -208,6 +210,8 @@ static void report_woken(tool *t, const woken *r)
         .reason = (char *)ri->reason,
         .calls_served = r->served,
         .calls_executed = r->executed,
+        .steps_replayed = r->replayed,
+        .steps_appended = r->appended,
         .wake_ms = ri->wake_ms,
         .wait_event = (char *)ri->wait_event,
         .successor = (char *)ri->successor,

@@ -310,6 +310,7 @@ static int upgrade_one(tool *t, const char *id, bool named)
                   st && st != PL_ENOMEM ? pl_errmsg() : "out of memory",
                   pl_status_name(st ? st : PL_ENOMEM));
         worst(t, EXIT_OPEN);
+        t->refused_st = st ? st : PL_ENOMEM; /* for --all-diverged's count */
         plan_free(&p);
         return -1;
     }
@@ -365,10 +366,57 @@ static int upgrade_one(tool *t, const char *id, bool named)
     return 1;
 }
 
-/* --all-diverged: every run not final, and every failed run. */
+/* --all-diverged's last words: the runs it looked at, those that replay,
+ * those that diverged, and those refused (a run newer code recorded, one
+ * whose check or upgrade failed), each with its status, so the counts add
+ * up; --json: the summary {runs, replay, diverged, refused: [{run_id,
+ * error}]}. */
+static void upgrade_summary(tool *t, size_t n, unsigned replay,
+                            unsigned diverged, const id_list *refused,
+                            const int *why)
+{
+    if (!t->opt.json) {
+        printf("%zu run(s) not final or failed: %u replay under the loaded "
+               "code, %u diverged%s",
+               n, replay, diverged,
+               !diverged        ? ""
+               : t->opt.dry_run ? " (dry run: nothing written)"
+                                : " and were upgraded");
+        if (refused->n)
+            printf(", %zu refused", refused->n);
+        print_refused(refused, why);
+        printf("%s\n", t->damaged.n
+                           ? ", and runs whose record cannot be read (above)"
+                           : "");
+        return;
+    }
+    cJSON *sum = cJSON_CreateObject(), *list = json_refused(refused, why);
+    bool ok = sum && list && cli_json_add_int(sum, "runs", (int64_t)n) &&
+              cli_json_add_int(sum, "replay", replay) &&
+              cli_json_add_int(sum, "diverged", diverged);
+    if (ok && cJSON_AddItemToObject(sum, "refused", list))
+        list = NULL;
+    else
+        ok = false;
+    cJSON_Delete(list);
+    set_summary(t, sum, ok);
+}
+
+/* --all-diverged: every run not final, and every failed run; a run whose
+ * record cannot be read is passed over. */
+typedef struct candidates {
+    tool *t;
+    id_list ids;
+} candidates;
+
+static int skip_damaged(const char *id, const char *msg, void *user)
+{
+    return report_damaged(((candidates *)user)->t, id, msg);
+}
+
 static int visit_candidate(const pl_run_info *info, void *user)
 {
-    id_list *l = user;
+    id_list *l = &((candidates *)user)->ids;
     bool candidate = is_live(info->status) || info->status == PL_RUN_FAILED;
     if (!candidate || info->owner_alive)
         return 0;
@@ -382,8 +430,10 @@ void mode_upgrade(tool *t)
             (void)upgrade_one(t, t->opt.run, true);
         return;
     }
-    id_list ids = {0};
-    int st = pl_engine_runs(t->engine, visit_candidate, &ids);
+    candidates cand = {t, {0}};
+    int st = cli_runs_each(t->engine, NULL, visit_candidate, skip_damaged,
+                           &cand);
+    id_list ids = cand.ids;
     if (st) {
         cli_error("reading the runs of %s: %s (%s)",
                   QUOTE(cli_store_shown(t->opt.store)),
@@ -392,17 +442,23 @@ void mode_upgrade(tool *t)
         worst(t, EXIT_OPEN);
     }
     unsigned replay = 0, diverged = 0;
-    for (size_t i = 0; !st && i < ids.n; i++) {
+    id_list refused = {0}; /* the runs neither upgraded nor replaying */
+    int *why = calloc(ids.n ? ids.n : 1, sizeof *why); /* each one's status */
+    for (size_t i = 0; !st && why && i < ids.n; i++) {
         int r = upgrade_one(t, ids.v[i], false);
         replay += r == 0;
         diverged += r == 1;
+        if (r < 0) {
+            why[refused.n] = t->refused_st; /* each refusal sets it */
+            if (!ids_push(&refused, ids.v[i]))
+                t->w.oom = true;
+        }
     }
-    if (!st && !t->opt.json)
-        printf("%zu run(s) not final or failed: %u replay under the loaded "
-               "code, %u diverged%s\n",
-               ids.n, replay, diverged,
-               !diverged        ? ""
-               : t->opt.dry_run ? " (dry run: nothing written)"
-                                : " and were upgraded");
+    if (!why)
+        t->w.oom = true;
+    else if (!st)
+        upgrade_summary(t, ids.n, replay, diverged, &refused, why);
+    free(why);
+    ids_free(&refused);
     ids_free(&ids);
 }

@@ -126,16 +126,25 @@ static void text_tallies(const tool *t)
     }
     if (!t->opt.live)
         return;
-    if (!t->would_fail.n) {
+    if (!t->would_fail.n && !t->damaged.n) {
         printf("deploy gate: PASS: %u live run(s) checked, every one replays "
                "under the loaded code\n",
                t->n_live);
         return;
     }
-    printf("deploy gate: FAIL: %u live run(s) checked, %zu would fail under "
-           "the loaded code: ",
-           t->n_live, t->would_fail.n);
-    print_ids(&t->would_fail);
+    if (t->would_fail.n) {
+        printf("deploy gate: FAIL: %u live run(s) checked, %zu would fail "
+               "under the loaded code: ",
+               t->n_live, t->would_fail.n);
+        print_ids(&t->would_fail);
+    }
+    /* a run that cannot be read may be live: nothing says it replays */
+    if (t->damaged.n) {
+        printf("deploy gate: FAIL: %zu run(s) whose record cannot be read, "
+               "not checked: ",
+               t->damaged.n);
+        print_ids(&t->damaged);
+    }
 }
 
 static cJSON *json_tallies(const tool *t)
@@ -167,16 +176,19 @@ static cJSON *json_tallies(const tool *t)
     }
     cJSON *g = s && t->opt.live ? cJSON_AddObjectToObject(s, "gate") : NULL;
     if (g) {
-        cJSON_AddBoolToObject(g, "pass", t->would_fail.n == 0);
+        cJSON_AddBoolToObject(g, "pass",
+                              t->would_fail.n == 0 && t->damaged.n == 0);
         cJSON_AddNumberToObject(g, "live_runs", t->n_live);
         cJSON_AddItemToObject(g, "would_fail", json_ids(&t->would_fail));
+        cJSON_AddItemToObject(g, "unreadable", json_ids(&t->damaged));
     }
     return s;
 }
 
 void report_tallies(tool *t)
 {
-    if (t->versions.oom || t->codes.oom || t->would_fail.oom) {
+    if (t->versions.oom || t->codes.oom || t->would_fail.oom ||
+        t->damaged.oom) {
         cli_error("out of memory tallying the live runs");
         worst(t, EXIT_FAILED);
         return;
@@ -202,6 +214,7 @@ void tallies_free(tool *t)
     tally_free(&t->versions);
     tally_free(&t->codes);
     ids_free(&t->would_fail);
+    ids_free(&t->damaged);
     cJSON_Delete(t->summary);
     t->summary = NULL;
 }

@@ -325,18 +325,27 @@ static int expire_all(pl_engine *e)
     return st;
 }
 
+/* A run whose record cannot be read is passed over, never deleted (its
+ * status and age are not known): the others are chosen and deleted, and
+ * then the first such run's PL_ECORRUPT is returned. */
 static int prune(pl_engine *e, const rule *r, unsigned batch, uint64_t *deleted)
 {
     chosen c = {r, NULL, 0, 0};
+    size_t damaged = 0;
+    char damaged_msg[PL__ERRMSG_MAX];
     /* what an interrupted prune left, first */
     int st = r->dry_run ? PL_OK : purge_all(e);
     if (!st)
-        st = pl_engine_runs(e, choose, &c);
+        st = pl__runs_past_damaged(e, choose, &c, &damaged, damaged_msg);
     for (size_t i = 0; !st && i < c.n; i += batch)
         st = delete_batch(e, c.ids + i, c.n - i < batch ? c.n - i : batch, r,
                           deleted);
     if (!st && !r->dry_run)
         st = expire_all(e);
+    if (!st && damaged) {
+        pl__errmsg_restore(damaged_msg);
+        st = PL_ECORRUPT;
+    }
     for (size_t i = 0; i < c.n; i++)
         free(c.ids[i]);
     free(c.ids);

@@ -6,6 +6,7 @@
  * runs in another (on PostgreSQL one query each, never one a run).  A run
  * deleted while it is listed is left out.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,4 +324,51 @@ int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
     }
     pl__kvs_free(&page);
     return st;
+}
+
+/* pl__runs_past_damaged()'s walk: the last run visited, and whether the
+ * visitor stopped it. */
+typedef struct past_damaged {
+    pl_run_visit_fn visit;
+    void *user;
+    char last[PL_MAX_RUN_ID + 1];
+    int stopped;
+} past_damaged;
+
+static int past_visit(const pl_run_info *ri, void *user)
+{
+    past_damaged *p = user;
+    snprintf(p->last, sizeof p->last, "%s", ri->id);
+    return p->stopped = p->visit(ri, p->user);
+}
+
+int pl__runs_past_damaged(pl_engine *e, pl_run_visit_fn visit, void *user,
+                          size_t *damaged, char *first_msg)
+{
+    past_damaged p = {visit, user, "", 0};
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    *damaged = 0;
+    for (;;) {
+        ro.after = p.last[0] ? p.last : NULL;
+        int st = pl_engine_runs_from(e, &ro, past_visit, &p);
+        if (st != PL_ECORRUPT || p.stopped)
+            return st;
+        /* the run that failed is the one after the last visited: read its
+         * id alone, and go on past it (ids come strictly increasing) */
+        char msg[PL__ERRMSG_MAX];
+        pl__errmsg_save(msg);
+        pl__kvs next = {0};
+        int nst = pl__store_runs(e->store, ro.after, false, 1, &next);
+        bool ok = !nst && next.n == 1 && next.e[0].klen <= PL_MAX_RUN_ID;
+        if (ok) {
+            memcpy(p.last, pl__kvs_key(&next, 0), next.e[0].klen);
+            p.last[next.e[0].klen] = '\0';
+        }
+        pl__kvs_free(&next);
+        pl__errmsg_restore(msg);
+        if (!ok)
+            return st;
+        if (!(*damaged)++)
+            memcpy(first_msg, msg, PL__ERRMSG_MAX);
+    }
 }

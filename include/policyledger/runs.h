@@ -219,8 +219,10 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  *         (another live process or thread is running it: another worker
  *         holds its lease), PL_ESTATE (it is suspended: use
  *         pl_run_resume(); or superseded: continue its successor,
- *         pl_run_info.successor).  With opts->check, PL_ECHECK and
- *         PL_ENONDET are returned as such (and *out is NULL).
+ *         pl_run_info.successor; or cancelled: a cancelled run has ended
+ *         for good, it is not retried as a failed run is).  With
+ *         opts->check, PL_ECHECK and PL_ENONDET are returned as such (and
+ *         *out is NULL).
  */
 int pl_run_continue(pl_outcome **out, pl_engine *engine, const char *run_id,
                     const pl_run_options *opts);
@@ -682,6 +684,10 @@ typedef struct pl_prune_options {
  * store's other writers for long; and remove expired tombstones.  Runs
  * are chosen in one pass over the run records (pl_engine_runs()), each
  * checked again as it is deleted: a run that changed meanwhile is left.
+ * A run whose record cannot be read (it fails its checksum) is passed
+ * over and kept, its status and age unknown: the runs past it are chosen
+ * and deleted all the same, and PL_ECORRUPT, naming the first such run,
+ * is returned at the end.
  * A crash or kill at any instant leaves each run whole or gone.
  * @param opts NULL = PL_PRUNE_OPTIONS_INIT: every run that has ended is
  *        deleted.

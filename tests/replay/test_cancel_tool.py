@@ -126,7 +126,40 @@ def case_a_suspended_run_ends_now_with_or_without_its_plugin():
         s.close()
 
 
+def case_a_run_ended_by_wake_or_cancel_counts_its_steps():
+    """--wake and --cancel sum up a run they continue as --run does, its
+    steps replayed and appended too: they said 0 and 0 whatever the run
+    replayed and wrote."""
+    s = new_store()
+    try:
+        P = [ARGS.plugin]
+        for rid in ("aw-5", "aw-6", "aw-7"):
+            start(s, "await", rid, "waiting\n")
+            bare(s, "--cancel", rid, "--reason", "stop", expect=0)
+        # the reference: --run continues it with pl_run_continue(), whose
+        # outcome counts them
+        doc, _ = s.tool_json("--run", "aw-5", plugins=P, expect=5)
+        want = [(r["steps_replayed"], r["steps_appended"])
+                for r in doc["runs"]]
+        check(len(want) == 1 and want[0][0] > 0 and want[0][1] > 0,
+              "--run counted no steps", doc)
+        doc, _ = s.tool_json("--wake", plugins=P, expect=5)
+        got = sorted((r["run_id"], r["steps_replayed"], r["steps_appended"])
+                     for r in doc["runs"])
+        check(got == [("aw-6",) + want[0], ("aw-7",) + want[0]],
+              "--wake's steps are not --run's %r" % (want,), doc)
+        # a run --cancel ends here is summed up by the same code
+        start(s, "await", "aw-8", "waiting\n")
+        doc, _ = s.tool_json("--cancel", "aw-8", plugins=P, expect=5)
+        r = doc["runs"][0]
+        check((r["steps_replayed"], r["steps_appended"]) == want[0],
+              "--cancel's steps are not --run's %r" % (want,), doc)
+    finally:
+        s.close()
+
+
 CASES = [case_a_waiting_run_ended_here_is_summed_up_and_exits_5,
+         case_a_run_ended_by_wake_or_cancel_counts_its_steps,
          case_a_waiting_run_only_marked_is_delivered_and_exits_0,
          case_a_suspended_run_ends_now_with_or_without_its_plugin]
 

@@ -106,7 +106,7 @@ def case_gate_fails_v2_and_passes_the_version_gate():
         # v1 itself passes
         doc, _ = s.tool_json("--check", "--live", expect=0)
         check(doc["summary"]["gate"] == {"pass": True, "live_runs": 2,
-                                         "would_fail": []},
+                                         "would_fail": [], "unreadable": []},
               "v1 does not pass its own gate", doc)
         # v2 strands order-SHIP: the gate fails, naming it
         doc, p = s.tool_json("--check", "--live",

@@ -983,6 +983,47 @@ def case_wake_with_a_failing_schedule():
         s.close()
 
 
+def case_check_and_upgrade_go_past_a_damaged_run_record():
+    """--check, the deploy gate and --upgrade --all-diverged pass over a run
+    whose record cannot be read and go on with the others, as --all does,
+    exit 2: they stopped at it, checking nothing ("runs": []), and the gate
+    said neither PASS nor FAIL.  The gate fails: nothing says that run
+    replays."""
+    s = Store()
+    try:
+        P = [ARGS.order_plugin]
+        s.demo("A-1")
+        s.demo("A-2")
+        p = s.demo("L-1", crash_after=4)
+        check(p.returncode == -signal.SIGKILL, "demo did not crash", p)
+        damage_run_record(s.path, "A-2")
+        doc, p = s.tool_json("--check", plugins=P, expect=2)
+        check(sorted((r["run_id"], r["check"]) for r in doc["runs"])
+              == [("order-A-1", "ok"), ("order-L-1", "ok")]
+              and [k["run_id"] for k in doc["skipped"]] == ["order-A-2"]
+              and doc["skipped"][0]["reason"] == "its record cannot be read",
+              "--check did not go past it", doc)
+        p = s.tool("--check", "--live", plugins=P, expect=2)
+        check("checked 1 live run(s): 1 ok, 0 diverged, 0 failed to replay, "
+              "and runs whose record cannot be read (above)\n" in p.stdout
+              and "deploy gate: FAIL: 1 run(s) whose record cannot be read, "
+              "not checked: order-A-2\n" in p.stdout
+              and "PASS" not in p.stdout, "the gate", p.stdout, p.stderr)
+        doc, _ = s.tool_json("--check", "--live", plugins=P, expect=2)
+        g = doc["summary"]["gate"]
+        check(not g["pass"] and g["unreadable"] == ["order-A-2"]
+              and g["would_fail"] == [] and g["live_runs"] == 1,
+              "the gate in JSON", g)
+        p = s.tool("--upgrade", "--all-diverged", "--dry-run", plugins=P,
+                   expect=2)
+        check(p.stdout.endswith("1 run(s) not final or failed: 1 replay "
+                                "under the loaded code, 0 diverged, and runs "
+                                "whose record cannot be read (above)\n"),
+              "--upgrade --all-diverged", p.stdout, p.stderr)
+    finally:
+        s.close()
+
+
 def case_check_a_run_newer_code_recorded():
     """--check under older code: a run a newer build recorded (version 2
     of "rolling", this code knowing 1) needs newer code; not a failure,
@@ -1026,6 +1067,41 @@ def case_check_a_run_newer_code_recorded():
         doc, _ = s.tool_json("--run", "new-1", plugins=P, expect=0)
         check(doc["runs"][0]["status"] == "completed", "newer code fails",
               doc)
+    finally:
+        s.close()
+
+
+def case_upgrade_all_diverged_counts_refused_runs():
+    """--upgrade --all-diverged under older code: a run a newer build
+    recorded is refused (PL_ENEWERCODE, exit 1, left as it was); its last
+    line counts it apart, so the counts add up ("2 run(s) ...: 1 replay,
+    0 diverged" left it out), and --json has the summary."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        s.helper("start", ARGS.plugin, "gated", "old-1", "{}")
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        s.helper("start", ARGS.plugin, "gated", "new-1", "{}")
+        s.env["REPLAY_CODE_VERSION"] = "1"
+        for extra in ([], ["--dry-run"]):
+            p = s.tool("--upgrade", "--all-diverged", *extra, plugins=P,
+                       expect=1)
+            check(p.stdout.endswith(
+                "2 run(s) not final or failed: 1 replay under the loaded "
+                "code, 0 diverged, 1 refused (new-1: PL_ENEWERCODE)\n"),
+                "the refused run is not counted", extra, p.stdout, p.stderr)
+        doc, _ = s.tool_json("--upgrade", "--all-diverged", plugins=P,
+                             expect=1)
+        check(doc["summary"] == {"runs": 2, "replay": 1, "diverged": 0,
+                                 "refused": [{"run_id": "new-1",
+                                              "error": "PL_ENEWERCODE"}]},
+              "--json's summary", doc)
+        # the newer code replays both: nothing refused, exit 0
+        s.env["REPLAY_CODE_VERSION"] = "2"
+        p = s.tool("--upgrade", "--all-diverged", plugins=P, expect=0)
+        check(p.stdout.endswith("2 run(s) not final or failed: 2 replay "
+                                "under the loaded code, 0 diverged\n"),
+              "newer code", p.stdout)
     finally:
         s.close()
 
@@ -1103,7 +1179,7 @@ def case_run_on_a_full_store():
         s.close()
 
 
-CASES = [case_time, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+CASES = [case_time, case_check_and_upgrade_go_past_a_damaged_run_record, case_upgrade_all_diverged_counts_refused_runs, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
          case_all_counts_refused_runs_apart,
          case_check,

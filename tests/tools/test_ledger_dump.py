@@ -359,10 +359,10 @@ class VerifyStatsTest(Base):
                 shutil.rmtree(bad)
         self.assertGreater(faults, 0, "no change was reported")
 
-    def test_list_goes_past_a_damaged_run_record(self):
-        # r-failed's run record (its root policy is "boom": no step names
-        # it so) changed in every copy in the file: the list shows the
-        # three other runs and r-failed as damaged, and exits 2
+    def damaged_copy(self):
+        """A copy of the store whose r-failed run record (its root policy is
+        "boom": no step names it so) is changed in every copy in the file:
+        reading it fails its checksum."""
         with open(os.path.join(self.store, "data.mdb"), "rb") as f:
             raw = bytearray(f.read())
         head = b"\xa6policy\xa4boom"
@@ -374,6 +374,31 @@ class VerifyStatsTest(Base):
         shutil.copytree(self.store, bad)
         with open(os.path.join(bad, "data.mdb"), "wb") as f:
             f.write(raw)
+        return bad
+
+    def test_stats_go_past_a_damaged_run_record(self):
+        # one run record that cannot be read made --stats refuse the whole
+        # store ("cannot read the store's statistics"): the runs are
+        # counted past it, it is counted apart and named, exit 2
+        bad = self.damaged_copy()
+        rc, out, err = dump(bad, "--stats")
+        self.assertEqual(rc, 2, out + err)
+        self.assertRegex(out, r"runs\s+4\n")
+        self.assertIn("  (damaged)  1 (their records cannot be read", out)
+        self.assertIn('run "r-failed": its record cannot be read', err)
+        rc, out, err = dump(bad, "--stats", "--format", "json")
+        self.assertEqual(rc, 2, out + err)
+        doc = json.loads(out)
+        self.assertEqual((doc["runs"], doc["damaged"], doc["crashed"]),
+                         (4, 1, 1))
+        self.assertEqual(doc["by_status"]["failed"], 0)
+        self.assertEqual(doc["by_status"]["completed"], 1)
+        shutil.rmtree(bad)
+
+    def test_list_goes_past_a_damaged_run_record(self):
+        # the list shows the three other runs and r-failed as damaged, and
+        # exits 2
+        bad = self.damaged_copy()
         rc, out, err = dump(bad)
         self.assertEqual(rc, 2, out + err)
         for run in ("r-completed", "r-crashed", "r-suspended"):
@@ -432,7 +457,7 @@ class VerifyStatsTest(Base):
                                             "submitted": 0, "waiting": 0,
                                             "cancelled": 0, "superseded": 0,
                                             "continued": 0})
-        self.assertEqual(doc["crashed"], 1)
+        self.assertEqual((doc["crashed"], doc["damaged"]), (1, 0))
         self.assertGreater(doc["file_bytes"], 0)
         self.assertGreater(doc["used_pages"], 0)
         self.assertGreaterEqual(doc["free_pages"], 0)

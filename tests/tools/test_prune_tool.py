@@ -10,7 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                os.pardir, "replay"))
+from test_ledger_replay import damage_run_record  # noqa: E402
 
 REPLAY = DUMP = DEMO = DEMO_PLUGIN = None
 
@@ -186,6 +191,65 @@ class Prune(unittest.TestCase):
         self.assertEqual(rc, 1, err)
         self.assertIn("bad --retain-failed", err)
         self.assertFalse(os.path.exists(fresh))
+
+    def listed(self):
+        """The list's ids, and those listed damaged."""
+        rc, out, err = run(DUMP, self.store, "--format", "jsonl")
+        runs = [json.loads(l) for l in out.splitlines()]
+        return (sorted(r["id"] for r in runs if "damaged" not in r),
+                sorted(r["id"] for r in runs if "damaged" in r))
+
+    def test_a_damaged_run_record_is_passed_over(self):
+        # one run record that fails its checksum stopped every prune at
+        # once, the runs before it not deleted either, and so every
+        # worker's retention rule for good: it is kept (its status and age
+        # are unknown) and the others are pruned, exit 2
+        damage_run_record(self.store, "A-2")
+        self.assertEqual(self.listed(), (["order-A-1", "order-A-3"],
+                                         ["order-A-2"]))
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--dry-run")
+        self.assertEqual(rc, 2, err)
+        self.assertEqual([l.split()[2] for l in out.splitlines()[:-1]],
+                         ["order-A-1", "order-A-3"], out)
+        self.assertIn("run 'order-A-2': its run record does not match", err)
+        self.assertNotIn("prune stopped", err)
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s")
+        self.assertEqual(rc, 2, err)
+        self.assertTrue(out.endswith("2 run(s) deleted\n"), out)
+        self.assertEqual(self.listed(), ([], ["order-A-2"]))
+
+    def test_a_workers_rule_goes_past_a_damaged_run_record(self):
+        damage_run_record(self.store, "A-1")
+        worker = subprocess.Popen([REPLAY, self.store, "--plugin",
+                                   DEMO_PLUGIN, "--worker", "--retain", "1s"],
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(600):  # the rule runs every second
+                if self.listed() == ([], ["order-A-1"]):
+                    break
+                time.sleep(0.1)
+            self.assertEqual(self.listed(), ([], ["order-A-1"]))
+        finally:
+            worker.terminate()
+            worker.communicate(timeout=60)
+
+    def test_a_retention_age_is_no_date(self):
+        # a date is no age: "--retain 2026-11-01" kept the runs as long as
+        # the time from that date to the worker's start, taken as a
+        # duration; it is refused before the store is opened, as a bad
+        # duration is (docs/tools.md)
+        fresh = os.path.join(self.tmp, "fresh")
+        for flag, value in (("--retain", "2020-01-01"),
+                            ("--retain-failed", "2026-11-01T00:00:00Z"),
+                            ("--retain", "2026-11-01 00:00")):
+            rc, _, err = run(REPLAY, fresh, "--worker", "--plugin",
+                             DEMO_PLUGIN, flag, value)
+            self.assertEqual(rc, 1, (flag, value, err))
+            self.assertIn("bad %s" % flag, err)
+            self.assertFalse(os.path.exists(fresh))
 
 
 if __name__ == "__main__":
