@@ -82,6 +82,10 @@ struct timespec cli_deadline_ms(long ms);
  */
 bool cli_parse_time(int64_t *out_us, const char *text, int64_t now_us);
 
+/* A duration given by a person ("90s", "10m", "2h", "3d"), more than zero,
+ * in ms; false for anything else (a date among them: it is no duration). */
+bool cli_parse_duration_ms(int64_t *out_ms, const char *text);
+
 /* Unix microseconds as ISO 8601 UTC: "2026-11-24T15:04:05Z", or with
  * @p micro "2026-11-24T15:04:05.123456Z".  @p n at least 32. */
 void cli_time_iso(char *out, size_t n, int64_t us, bool micro);

@@ -104,6 +104,15 @@ static bool parse_relative(int64_t *out, const char *t, int64_t now_us)
     return true;
 }
 
+bool cli_parse_duration_ms(int64_t *out_ms, const char *t)
+{
+    int64_t before;
+    if (!t || !parse_relative(&before, t, 0) || before == 0)
+        return false;
+    *out_ms = -before / 1000;
+    return true;
+}
+
 bool cli_parse_time(int64_t *out_us, const char *t, int64_t now_us)
 {
     if (!t || !*t)

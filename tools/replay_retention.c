@@ -145,20 +145,18 @@ int prepare_prune(tool *t)
 }
 
 /* A worker's --retain or --retain-failed DURATION, in ms (0 when not
- * given); -1 after a usage error.  A duration only: a date (it has a '-')
- * is no age, and would be taken for the time from it to now. */
+ * given); -1 after a usage error.  A duration only: a date is no age. */
 static int64_t retain_arg(const char *flag, const char *value)
 {
-    int64_t now = cli_now_us(), since;
+    int64_t ms;
     if (!value)
         return 0;
-    if (strchr(value, '-') || !cli_parse_time(&since, value, now) ||
-        since >= now) {
+    if (!cli_parse_duration_ms(&ms, value)) {
         cli_error("bad %s %s: give a duration (30d, 12h, 90m, 45s)", flag,
                   QUOTE(value));
         return -1;
     }
-    return (now - since) / 1000;
+    return ms;
 }
 
 int prepare_worker(tool *t)

@@ -97,17 +97,12 @@ int prepare_schedule(tool *t)
     }
     s->concurrency_key = o->key;
     s->concurrency_limit = o->key_limit;
-    int64_t now = cli_now_us(), since;
-    /* a duration only (no date: those have a '-') */
     if (o->deadline &&
-        (strchr(o->deadline, '-') ||
-         !cli_parse_time(&since, o->deadline, now) || since >= now)) {
+        !cli_parse_duration_ms(&s->deadline_in_ms, o->deadline)) {
         cli_error("bad --deadline %s: give a duration (30m, 2h, 45s)",
                   cli_quote(q, sizeof q, o->deadline));
         return EXIT_USAGE;
     }
-    if (o->deadline)
-        s->deadline_in_ms = (now - since) / 1000;
     t->payload = cli_parse_object(o->payload, "--payload");
     if (!t->payload)
         return EXIT_USAGE;
