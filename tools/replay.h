@@ -76,7 +76,7 @@ typedef struct options {
     /* --worker's --retain-failed DURATION */
     const char *retain_failed;
     /* --prune */
-    const char *older_than; /* --older-than DURATION */
+    const char *older_than; /* --older-than DURATION or DATE */
     const char *status;     /* --status LIST */
     const char *archive;    /* --archive DIR */
     /* deploying changes: --check --live, --upgrade */

@@ -26,12 +26,13 @@ static const pl_run_status final_statuses[] = {
 
 void usage_retention(FILE *f)
 {
-    fputs("  --prune --older-than DURATION [--status LIST] [--archive DIR] "
-          "[--dry-run]\n"
+    fputs("  --prune --older-than DURATION|DATE [--status LIST] [--archive "
+          "DIR] [--dry-run]\n"
           "                        delete the runs that ended at least "
           "DURATION ago (30d,\n"
-          "                        12h, 90m, 45s; 0s: all), in short "
-          "transactions of a few\n"
+          "                        12h, 90m, 45s; 0s: all) or before a past "
+          "ISO 8601 DATE,\n"
+          "                        in short transactions of a few\n"
           "                        runs.  LIST: the final statuses to delete, "
           "of completed,\n"
           "                        failed, cancelled, superseded, continued "

@@ -62,6 +62,20 @@ class Prune(unittest.TestCase):
             self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
         self.assertEqual(len(self.runs()), 3)
 
+    def test_a_past_date_prunes_what_ended_before_it(self):
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "2000-01-01T00:00:00Z")
+        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "2999-01-01T00:00:00Z")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("bad --older-than", err)
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                         time.gmtime(time.time() + 3600)))
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(len(self.runs()), 3)
+
     def test_archive_then_delete_then_import_back(self):
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "0s", "--archive", self.arch, "--json")
