@@ -86,6 +86,7 @@
  *     json_parse.c   pl_json_parse: JSON text parsed whole, or refused
  *     trace.c        the JSON-lines trace writer
  *     otel.c         the OpenTelemetry exporter (PL_WITH_CURL)
+ *     otel_json.c    its request body: spans as OTLP/HTTP JSON
  *     otel_none.c    its stand-in without libcurl: it refuses to open
  *
  * The store (ledger/) is beneath all of these; its map is in store.h.
@@ -376,6 +377,7 @@ typedef struct pl__run {
 
     /* its lease (lease.c) */
     atomic_bool lease_lost; /* a renewal found it taken over */
+    bool lease_told;        /* PL_EVENT_LEASE_LOST emitted */
     bool worker;            /* taken from the queue by pl_worker_run() */
 
     int stop;     /* 0 while going; else PL_ESUSPENDED or the failure */

@@ -40,7 +40,16 @@ typedef struct open_call {
     int depth;
 } open_call;
 
-void fx_read(effects *fx, const char *path, const death *d, int nd)
+bool fx_lapsed(const lapse *lp, int nl, long pid, const char *run)
+{
+    for (int k = 0; k < nl; k++)
+        if (lp[k].pid == pid && !strcmp(lp[k].run, run))
+            return true;
+    return false;
+}
+
+void fx_read(effects *fx, const char *path, const death *d, int nd,
+             const lapse *lp, int nl)
 {
     FILE *f = fopen(path, "r");
     cr_assert(f, "no effects file: no tool ran");
@@ -66,6 +75,8 @@ void fx_read(effects *fx, const char *path, const death *d, int nd)
         cr_assert_eq(sscanf(line + 2, "%128s %ld %lld", rn, &pid, &t), 3,
                      "effects: %s", line);
         int delta = line[0] == 'B' ? 1 : -1;
+        if (fx_lapsed(lp, nl, pid, rn))
+            continue; /* it went on in another worker, where it counts */
         add_edge(fx, t, delta, rn);
         int i = 0;
         while (i < n_open && (open[i].pid != pid || strcmp(open[i].run, rn)))

@@ -19,6 +19,17 @@ typedef struct death {
     bool mid;    /* killed while the runs went on (not at the end) */
 } death;
 
+/* A run whose lease a worker lost (PL_EVENT_LEASE_LOST): it stalled longer
+ * than the lease, and the run went on in another; the call it was in may
+ * have run again there, as for a worker killed. */
+typedef struct lapse {
+    long pid;
+    char run[PL_MAX_RUN_ID + 1];
+} lapse;
+
+/* Whether process @p pid lost the lease of run @p run (one of @p lp). */
+bool fx_lapsed(const lapse *lp, int nl, long pid, const char *run);
+
 /* A tool's effect: "E <key> <tool> <pid>". */
 typedef struct exec_rec {
     char key[PL_MAX_RUN_ID + 64];
@@ -41,8 +52,10 @@ typedef struct effects {
 } effects;
 
 /* Read the effects file @p path into @p fx; a call a process was inside
- * when it died (one of @p d) ends at its death. */
-void fx_read(effects *fx, const char *path, const death *d, int nd);
+ * when it died (one of @p d) ends at its death; the calls of a run whose
+ * lease its process lost (one of @p lp) are not counted inside. */
+void fx_read(effects *fx, const char *path, const death *d, int nd,
+             const lapse *lp, int nl);
 
 /* The most runs whose id begins "order-" inside a call at one instant. */
 int fx_most_inside(effects *fx);

@@ -7,11 +7,11 @@
  * that form the call tree, one trace id per run, timing order (start <=
  * end, a child inside its parent), an error result, a suspend and resume
  * (the same ids), a crash and its replay (served calls marked), concurrent
- * runs; a receiver that fails, hangs or is down never blocks or fails a
- * run and its spans are counted as dropped; bad options; the endpoint and
- * headers from the environment.
+ * runs, a lease lost (the spans end); a receiver that fails, hangs or is
+ * down never blocks or fails a run and its spans are counted as dropped;
+ * bad options; the endpoint and headers from the environment.
  */
-#include "llm_support.h"
+#include "support_otel.h"
 
 #include <netinet/in.h>
 #include <openssl/sha.h>
@@ -117,32 +117,7 @@ static pl_registry *registry(void)
     return reg;
 }
 
-/* ---- the receiver and the exporter ---------------------------------------- */
-
-static void receiver(t_server *s, const char *rest)
-{
-    char script[256];
-    snprintf(script, sizeof script, "{\"responses\": [], \"rest\": %s}", rest);
-    t_server_start(s, script);
-}
-
-static const char *endpoint(const t_server *s)
-{
-    static char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s->port);
-    return url;
-}
-
-static pl_otel *exporter(const char *url)
-{
-    pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
-    oo.endpoint = url;
-    oo.flush_interval_ms = 50;
-    pl_otel *x = NULL;
-    int st = pl_otel_open(&x, &oo);
-    cr_assert_eq(st, PL_OK, "pl_otel_open: %s", pl_errmsg());
-    return x;
-}
+/* ---- the engine ----------------------------------------------------------- */
 
 static pl_engine *engine_with(const char *path, const pl_registry *reg,
                               pl_otel *x)
@@ -162,71 +137,6 @@ static pl_outcome *start(pl_engine *e, const char *policy, const char *id)
     pl_outcome *o = t_start(e, policy, "{}", id);
     cr_assert_not_null(o);
     return o;
-}
-
-/* Every span the receiver got so far (caller frees): an array. */
-static cJSON *received_spans(const t_server *s)
-{
-    cJSON *log = t_server_log(s);
-    cJSON *all = cJSON_CreateArray();
-    const cJSON *req;
-    cJSON_ArrayForEach(req, log)
-    {
-        cr_expect_str_eq(t_str(req, "path"), "/v1/traces");
-        cr_expect_str_eq(t_str(req, "content_type"), "application/json");
-        const cJSON *body = cJSON_GetObjectItemCaseSensitive(req, "body");
-        const cJSON *rs = cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(body, "resourceSpans"), 0);
-        cr_assert_not_null(rs, "a request without resourceSpans");
-        const cJSON *rattr = cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(rs, "resource"), "attributes"),
-            0);
-        cr_expect_str_eq(t_str(rattr, "key"), "service.name");
-        const cJSON *ss = cJSON_GetArrayItem(
-            cJSON_GetObjectItemCaseSensitive(rs, "scopeSpans"), 0);
-        cr_expect_str_eq(t_str(cJSON_GetObjectItemCaseSensitive(ss, "scope"),
-                               "name"),
-                         "policyledger");
-        const cJSON *sp;
-        cJSON_ArrayForEach(sp, cJSON_GetObjectItemCaseSensitive(ss, "spans"))
-            cJSON_AddItemToArray(all, cJSON_Duplicate(sp, true));
-    }
-    cJSON_Delete(log);
-    return all;
-}
-
-/* The attribute @p key of span @p sp: its typed value object, or NULL. */
-static const cJSON *attr(const cJSON *sp, const char *key)
-{
-    const cJSON *kv;
-    cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(sp, "attributes"))
-    {
-        const char *k = t_str(kv, "key");
-        if (k && !strcmp(k, key))
-            return cJSON_GetObjectItemCaseSensitive(kv, "value");
-    }
-    return NULL;
-}
-
-static const char *attr_s(const cJSON *sp, const char *key)
-{
-    return t_str(attr(sp, key), "stringValue");
-}
-
-/* The span of @p run at @p path, the last one received; NULL if none. */
-static const cJSON *span_at(const cJSON *spans, const char *run,
-                            const char *path)
-{
-    const cJSON *sp, *found = NULL;
-    cJSON_ArrayForEach(sp, spans)
-    {
-        const char *r = attr_s(sp, "policyledger.run_id");
-        const char *p = attr_s(sp, "policyledger.path");
-        if (r && p && !strcmp(r, run) && !strcmp(p, path))
-            found = sp;
-    }
-    return found;
 }
 
 static unsigned long long ns(const cJSON *sp, const char *key)
@@ -269,11 +179,11 @@ static int check_tree(const cJSON *spans, const char *run)
     const cJSON *sp;
     cJSON_ArrayForEach(sp, spans)
     {
-        const char *r = attr_s(sp, "policyledger.run_id");
+        const char *r = ot_attr_s(sp, "policyledger.run_id");
         if (!r || strcmp(r, run))
             continue;
         n++;
-        const char *path = attr_s(sp, "policyledger.path");
+        const char *path = ot_attr_s(sp, "policyledger.path");
         cr_assert_not_null(path);
         cr_expect_str_eq(t_str(sp, "traceId"), trace, "one trace per run");
         char id[17];
@@ -286,7 +196,7 @@ static int check_tree(const cJSON *spans, const char *run)
         if (!dot) {
             cr_expect_null(cJSON_GetObjectItemCaseSensitive(sp, "parentSpanId"),
                            "the run's span is the root");
-            cr_expect_null(attr(sp, "policyledger.served"));
+            cr_expect_null(ot_attr(sp, "policyledger.served"));
             continue;
         }
         char ppath[256];
@@ -295,11 +205,11 @@ static int check_tree(const cJSON *spans, const char *run)
         hex_of(pid, run, ppath, 8);
         cr_expect_str_eq(t_str(sp, "parentSpanId"), pid,
                          "the parent of %s is %s's span", path, ppath);
-        cr_expect_not_null(attr(sp, "policyledger.served"));
-        cr_expect_not_null(t_str(attr(sp, "policyledger.step"), "intValue"));
+        cr_expect_not_null(ot_attr(sp, "policyledger.served"));
+        cr_expect_not_null(t_str(ot_attr(sp, "policyledger.step"), "intValue"));
         /* inside its parent, when the parent executed in the same batch of
          * events (a served call's parent may be the run of another process) */
-        const cJSON *parent = span_at(spans, run, ppath);
+        const cJSON *parent = ot_span_at(spans, run, ppath);
         cr_assert_not_null(parent, "no span for %s, the parent of %s", ppath,
                            path);
         if (ns(sp, "startTimeUnixNano") >= ns(parent, "startTimeUnixNano")) {
@@ -311,12 +221,6 @@ static int check_tree(const cJSON *spans, const char *run)
     return n;
 }
 
-static void flush(pl_otel *x)
-{
-    int st = pl_otel_flush(x, 60000);
-    cr_assert_eq(st, PL_OK, "pl_otel_flush: %s", pl_errmsg());
-}
-
 TestSuite(otel, .fini = t_cleanup);
 
 /* ---- the spans of a run ---------------------------------------------------- */
@@ -324,21 +228,21 @@ TestSuite(otel, .fini = t_cleanup);
 Test(otel, nested_calls_and_an_error_result)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
-    pl_otel *x = exporter(endpoint(&s));
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     pl_registry *reg = registry();
     pl_engine *e = engine_with(t_store_path(), reg, x);
     pl_outcome *o = start(e, "outer", "run-nested");
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     pl_outcome_free(o);
-    flush(x);
+    ot_flush(x);
     pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6); /* run, chain, add, add, oops, echo */
     cr_expect_eq(c.sent, 6);
     cr_expect_eq(c.dropped, 0);
 
-    cJSON *spans = received_spans(&s);
+    cJSON *spans = ot_spans(&s);
     cr_expect_eq(check_tree(spans, "run-nested"), 6);
     static const struct {
         const char *path, *name, *outcome;
@@ -346,28 +250,28 @@ Test(otel, nested_calls_and_an_error_result)
                 {"0.0.0", "add", "completed"},   {"0.0.2", "add", "completed"},
                 {"0.2", "oops", "failed"},       {"0.4", "echo", "completed"}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const cJSON *sp = span_at(spans, "run-nested", want[i].path);
+        const cJSON *sp = ot_span_at(spans, "run-nested", want[i].path);
         cr_assert_not_null(sp, "no span at %s", want[i].path);
         cr_expect_str_eq(t_str(sp, "name"), want[i].name);
-        cr_expect_str_eq(attr_s(sp, "policyledger.outcome"), want[i].outcome,
+        cr_expect_str_eq(ot_attr_s(sp, "policyledger.outcome"), want[i].outcome,
                          "outcome at %s", want[i].path);
-        const cJSON *served = attr(sp, "policyledger.served");
+        const cJSON *served = ot_attr(sp, "policyledger.served");
         if (served)
             cr_expect(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
                           served, "boolValue")),
                       "executed, not served");
     }
-    const cJSON *add = span_at(spans, "run-nested", "0.0.2");
-    cr_expect_str_eq(attr_s(add, "policyledger.policy"), "add");
-    cr_expect_str_eq(t_str(attr(add, "policyledger.step"), "intValue"), "2");
-    const cJSON *bad = span_at(spans, "run-nested", "0.2");
-    cr_expect_str_eq(attr_s(bad, "policyledger.error_code"), "ToolBug");
+    const cJSON *add = ot_span_at(spans, "run-nested", "0.0.2");
+    cr_expect_str_eq(ot_attr_s(add, "policyledger.policy"), "add");
+    cr_expect_str_eq(t_str(ot_attr(add, "policyledger.step"), "intValue"), "2");
+    const cJSON *bad = ot_span_at(spans, "run-nested", "0.2");
+    cr_expect_str_eq(ot_attr_s(bad, "policyledger.error_code"), "ToolBug");
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(bad, "status");
     cr_expect_eq(cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 2);
     cr_expect_str_eq(t_str(status, "message"), "ToolBug");
-    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(span_at(spans,
-                                                               "run-nested",
-                                                               "0.4"),
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(ot_span_at(spans,
+                                                                  "run-nested",
+                                                                  "0.4"),
                                                        "status");
     cr_expect_eq(cJSON_GetObjectItemCaseSensitive(ok, "code")->valueint, 0);
     cJSON_Delete(spans);
@@ -378,15 +282,15 @@ Test(otel, nested_calls_and_an_error_result)
     cr_assert_eq(pl_run_continue(&again, e, "run-nested", NULL), PL_OK);
     cr_expect_eq(again->calls_executed, 0);
     pl_outcome_free(again);
-    flush(x);
-    spans = received_spans(&s);
+    ot_flush(x);
+    spans = ot_spans(&s);
     /* the run and its three calls, served: chain's own calls are not
      * replayed */
     cr_expect_eq(check_tree(spans, "run-nested"), 6 + 4);
-    const cJSON *served = span_at(spans, "run-nested", "0.0");
-    cr_expect_str_eq(attr_s(served, "policyledger.outcome"), "served");
+    const cJSON *served = ot_span_at(spans, "run-nested", "0.0");
+    cr_expect_str_eq(ot_attr_s(served, "policyledger.outcome"), "served");
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-        attr(served, "policyledger.served"), "boolValue")));
+        ot_attr(served, "policyledger.served"), "boolValue")));
     cJSON_Delete(spans);
 
     pl_engine_close(e);
@@ -397,20 +301,20 @@ Test(otel, nested_calls_and_an_error_result)
 Test(otel, a_failed_run)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
-    pl_otel *x = exporter(endpoint(&s));
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     pl_registry *reg = registry();
     pl_engine *e = engine_with(t_store_path(), reg, x);
     pl_outcome *o = start(e, "fail", "run-fail");
     cr_assert_eq(o->status, PL_RUN_FAILED);
     pl_outcome_free(o);
-    flush(x);
-    cJSON *spans = received_spans(&s);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
     cr_expect_eq(check_tree(spans, "run-fail"), 1);
-    const cJSON *root = span_at(spans, "run-fail", "0");
+    const cJSON *root = ot_span_at(spans, "run-fail", "0");
     cr_assert_not_null(root);
-    cr_expect_str_eq(attr_s(root, "policyledger.outcome"), "failed");
-    cr_expect_str_eq(attr_s(root, "policyledger.status"), "PL_EPOLICY");
+    cr_expect_str_eq(ot_attr_s(root, "policyledger.outcome"), "failed");
+    cr_expect_str_eq(ot_attr_s(root, "policyledger.status"), "PL_EPOLICY");
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
     cr_expect_eq(cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 2);
     cJSON_Delete(spans);
@@ -419,28 +323,69 @@ Test(otel, a_failed_run)
     pl_registry_free(reg);
 }
 
+/* A run whose lease this worker lost (it stalled) stops here: its spans
+ * end, the run's and the call's it was in, not left open for good. */
+Test(otel, a_lease_lost_ends_the_runs_spans)
+{
+    t_server s;
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
+    pl_event ev = {.kind = PL_EVENT_RUN_STARTED,
+                   .run_id = "run-lapsed",
+                   .path = "0",
+                   .policy = "outer"};
+    pl_otel_event(&ev, x);
+    ev.kind = PL_EVENT_CALL_STARTED;
+    ev.seq = 1;
+    ev.policy = "inner";
+    pl_otel_event(&ev, x);
+    pl_event lost = {.kind = PL_EVENT_LEASE_LOST,
+                     .run_id = "run-lapsed",
+                     .path = "0",
+                     .status = PL_EBUSY,
+                     .detail = "this worker's lease was taken over"};
+    pl_otel_event(&lost, x);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
+    cr_assert_eq(cJSON_GetArraySize(spans), 2);
+    const char *paths[] = {"0", "0.1"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *sp = ot_span_at(spans, "run-lapsed", paths[i]);
+        cr_assert_not_null(sp, "%s", paths[i]);
+        cr_expect_str_eq(ot_attr_s(sp, "policyledger.outcome"), "lease_lost");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(sp, "status");
+        cr_expect_eq(cJSON_GetObjectItemCaseSensitive(st, "code")->valueint, 2,
+                     "%s", paths[i]);
+    }
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-lapsed", "0"),
+                               "policyledger.status"),
+                     "PL_EBUSY");
+    cJSON_Delete(spans);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+}
+
 Test(otel, suspend_and_resume_continue_the_trace)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
-    pl_otel *x = exporter(endpoint(&s));
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     pl_registry *reg = registry();
     pl_engine *e = engine_with(t_store_path(), reg, x);
     pl_outcome *o = start(e, "asker", "run-ask");
     cr_assert_eq(o->status, PL_RUN_SUSPENDED);
     char *token = strdup(o->resume_token);
     pl_outcome_free(o);
-    flush(x);
-    cJSON *spans = received_spans(&s);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
     cr_expect_eq(check_tree(spans, "run-ask"), 3); /* run, echo, approve */
-    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0"),
-                            "policyledger.outcome"),
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-ask", "0"),
+                               "policyledger.outcome"),
                      "suspended");
-    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.2"),
-                            "policyledger.outcome"),
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-ask", "0.2"),
+                               "policyledger.outcome"),
                      "suspended", "the waiting call ends with the run");
     char *first_id = t_text(cJSON_GetObjectItemCaseSensitive(
-        span_at(spans, "run-ask", "0.2"), "spanId"));
+        ot_span_at(spans, "run-ask", "0.2"), "spanId"));
     cJSON_Delete(spans);
 
     cJSON *answer = t_json("{\"approved\": true}");
@@ -451,18 +396,19 @@ Test(otel, suspend_and_resume_continue_the_trace)
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
     free(token);
-    flush(x);
-    spans = received_spans(&s);
+    ot_flush(x);
+    spans = ot_spans(&s);
     cr_expect_eq(check_tree(spans, "run-ask"), 3 + 4);
-    const cJSON *again = span_at(spans, "run-ask", "0.2");
+    const cJSON *again = ot_span_at(spans, "run-ask", "0.2");
     char *second_id = t_text(cJSON_GetObjectItemCaseSensitive(again, "spanId"));
     cr_expect_str_eq(second_id, first_id, "the resumed call keeps its id");
-    cr_expect_str_eq(attr_s(again, "policyledger.outcome"), "completed");
-    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.0"),
-                            "policyledger.outcome"),
+    cr_expect_str_eq(ot_attr_s(again, "policyledger.outcome"), "completed");
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-ask", "0.0"),
+                               "policyledger.outcome"),
                      "served");
-    cr_expect_str_eq(attr_s(span_at(spans, "run-ask", "0.4"), "policyledger"
-                                                              ".policy"),
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-ask", "0.4"),
+                               "policyledger"
+                               ".policy"),
                      "add");
     free(first_id);
     free(second_id);
@@ -475,14 +421,14 @@ Test(otel, suspend_and_resume_continue_the_trace)
 Test(otel, a_crash_and_its_replay)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
     const char *path = t_store_path();
     pl_registry *reg = registry();
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) { /* dies of SIGKILL inside "die" */
         g_die = 1;
-        pl_otel *x = exporter(endpoint(&s));
+        pl_otel *x = ot_exporter(ot_endpoint(&s));
         pl_engine *e = engine_with(path, reg, x);
         pl_outcome *o = t_start(e, "crashy", "{}", "run-crash");
         (void)o;
@@ -493,7 +439,7 @@ Test(otel, a_crash_and_its_replay)
     cr_assert(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL,
               "the child did not die of SIGKILL");
 
-    pl_otel *x = exporter(endpoint(&s));
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     pl_engine *e = engine_with(path, reg, x);
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, "run-crash", NULL), PL_OK, "%s",
@@ -501,19 +447,19 @@ Test(otel, a_crash_and_its_replay)
     cr_assert_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     cr_expect_eq(o->calls_served, 1);
     pl_outcome_free(o);
-    flush(x);
-    cJSON *spans = received_spans(&s);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
     check_tree(spans, "run-crash");
-    const cJSON *echo = span_at(spans, "run-crash", "0.0");
+    const cJSON *echo = ot_span_at(spans, "run-crash", "0.0");
     cr_assert_not_null(echo);
-    cr_expect_str_eq(attr_s(echo, "policyledger.outcome"), "served");
+    cr_expect_str_eq(ot_attr_s(echo, "policyledger.outcome"), "served");
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-        attr(echo, "policyledger.served"), "boolValue")));
-    const cJSON *d = span_at(spans, "run-crash", "0.2");
+        ot_attr(echo, "policyledger.served"), "boolValue")));
+    const cJSON *d = ot_span_at(spans, "run-crash", "0.2");
     cr_assert_not_null(d);
-    cr_expect_str_eq(attr_s(d, "policyledger.outcome"), "completed");
-    cr_expect_str_eq(attr_s(span_at(spans, "run-crash", "0"),
-                            "policyledger.outcome"),
+    cr_expect_str_eq(ot_attr_s(d, "policyledger.outcome"), "completed");
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-crash", "0"),
+                               "policyledger.outcome"),
                      "completed");
     cJSON_Delete(spans);
     pl_engine_close(e);
@@ -544,8 +490,8 @@ static void *run_outer(void *arg)
 Test(otel, concurrent_runs_share_one_exporter)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
-    pl_otel *x = exporter(endpoint(&s));
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     pl_registry *reg = registry();
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.durability = PL_DURABILITY_GROUP;
@@ -562,8 +508,8 @@ Test(otel, concurrent_runs_share_one_exporter)
     }
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
-    flush(x);
-    cJSON *spans = received_spans(&s);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 5; j++) {
             char id[48];
@@ -596,10 +542,10 @@ static void run_outer_with(pl_otel *x, const char *id)
 Test(otel, a_receiver_that_fails)
 {
     t_server s;
-    receiver(&s, "{\"status\": 500, \"body\": {}}");
-    pl_otel *x = exporter(endpoint(&s));
+    ot_receiver(&s, "{\"status\": 500, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
     run_outer_with(x, "run-500");
-    flush(x);
+    ot_flush(x);
     pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6);
@@ -616,9 +562,9 @@ Test(otel, a_receiver_that_fails)
 Test(otel, a_receiver_that_hangs)
 {
     t_server s;
-    receiver(&s, "{\"hang\": 60}");
+    ot_receiver(&s, "{\"hang\": 60}");
     pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
-    oo.endpoint = endpoint(&s);
+    oo.endpoint = ot_endpoint(&s);
     oo.flush_interval_ms = 10;
     oo.shutdown_timeout_ms = 200;
     pl_otel *x = NULL;
@@ -643,9 +589,9 @@ Test(otel, a_receiver_that_is_down)
     close(fd);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
-    pl_otel *x = exporter(url);
+    pl_otel *x = ot_exporter(url);
     run_outer_with(x, "run-down");
-    flush(x);
+    ot_flush(x);
     pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.dropped, 6);
@@ -657,15 +603,15 @@ Test(otel, a_receiver_that_is_down)
 Test(otel, a_full_queue_drops_and_counts)
 {
     t_server s;
-    receiver(&s, "{\"hang\": 60}");
+    ot_receiver(&s, "{\"hang\": 60}");
     pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
-    oo.endpoint = endpoint(&s);
+    oo.endpoint = ot_endpoint(&s);
     oo.max_queue = 1;
     oo.timeout_ms = 100;
     pl_otel *x = NULL;
     cr_assert_eq(pl_otel_open(&x, &oo), PL_OK);
     run_outer_with(x, "run-full");
-    flush(x);
+    ot_flush(x);
     pl_otel_counts c = PL_OTEL_COUNTS_INIT;
     cr_assert_eq(pl_otel_stats(&c, x), PL_OK);
     cr_expect_eq(c.spans, 6);
@@ -715,9 +661,9 @@ Test(otel, endpoint_and_headers_from_the_environment)
 {
     t_server s;
     setenv("PL_TEST_EXPECT_KEY", "sekrit token", 1);
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
     char url[96];
-    snprintf(url, sizeof url, "%s/", endpoint(&s));
+    snprintf(url, sizeof url, "%s/", ot_endpoint(&s));
     setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
     setenv("OTEL_EXPORTER_OTLP_HEADERS",
            "x-other=1, Authorization = Bearer%20sekrit%20token", 1);
@@ -725,7 +671,7 @@ Test(otel, endpoint_and_headers_from_the_environment)
     pl_otel *x = NULL;
     cr_assert_eq(pl_otel_open(&x, NULL), PL_OK, "%s", pl_errmsg());
     run_outer_with(x, "run-env");
-    flush(x);
+    ot_flush(x);
     cJSON *log = t_server_log(&s);
     cr_assert_geq(cJSON_GetArraySize(log), 1);
     const cJSON *req = cJSON_GetArrayItem(log, 0);
@@ -753,11 +699,11 @@ Test(otel, endpoint_and_headers_from_the_environment)
 
     /* the traces endpoint is used as it is */
     char exact[128];
-    snprintf(exact, sizeof exact, "%s/custom/traces", endpoint(&s));
+    snprintf(exact, sizeof exact, "%s/custom/traces", ot_endpoint(&s));
     setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", exact, 1);
     cr_assert_eq(pl_otel_open(&x, NULL), PL_OK, "%s", pl_errmsg());
     run_outer_with(x, "run-env2");
-    flush(x);
+    ot_flush(x);
     log = t_server_log(&s);
     const cJSON *last = cJSON_GetArrayItem(log, cJSON_GetArraySize(log) - 1);
     cr_expect_str_eq(t_str(last, "path"), "/custom/traces");
@@ -816,8 +762,8 @@ static cJSON *llm_call_line(const char *trace_path, const char *run)
 Test(otel, an_llm_calls_span_carries_its_model_tokens)
 {
     t_server s;
-    receiver(&s, "{\"status\": 200, \"body\": {}}");
-    both b = {exporter(endpoint(&s)), NULL};
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    both b = {ot_exporter(ot_endpoint(&s)), NULL};
     const char *trace = t_write_file("trace.jsonl", "");
     cr_assert_eq(pl_trace_open(&b.t, trace), PL_OK, "%s", pl_errmsg());
     const char *script = t_write_file(
@@ -853,27 +799,29 @@ Test(otel, an_llm_calls_span_carries_its_model_tokens)
     cr_expect_str_eq(t_str(pl_outcome_result(o), "code"),
                      PL_ERR_BUDGET_EXCEEDED);
     pl_outcome_free(o);
-    flush(b.x);
+    ot_flush(b.x);
 
-    cJSON *spans = received_spans(&s);
+    cJSON *spans = ot_spans(&s);
     cr_expect_eq(check_tree(spans, "tok"), 5); /* run, llm, 3 tools */
-    const cJSON *llm = span_at(spans, "tok", "0.0");
+    const cJSON *llm = ot_span_at(spans, "tok", "0.0");
     cr_assert_not_null(llm);
     cr_expect_str_eq(t_str(llm, "name"), "llm");
-    cr_expect_str_eq(t_str(attr(llm, "gen_ai.usage.input_tokens"), "intValue"),
+    cr_expect_str_eq(t_str(ot_attr(llm, "gen_ai.usage.input_tokens"),
+                           "intValue"),
                      "91");
-    cr_expect_str_eq(t_str(attr(llm, "gen_ai.usage.output_tokens"), "intValue"),
+    cr_expect_str_eq(t_str(ot_attr(llm, "gen_ai.usage.output_tokens"),
+                           "intValue"),
                      "16");
     const char *others[] = {"0", "0.0.2", "0.0.5", "0.0.6"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-        const cJSON *sp = span_at(spans, "tok", others[i]);
+        const cJSON *sp = ot_span_at(spans, "tok", others[i]);
         cr_assert_not_null(sp, "no span at %s", others[i]);
-        cr_expect_null(attr(sp, "gen_ai.usage.input_tokens"), "at %s",
+        cr_expect_null(ot_attr(sp, "gen_ai.usage.input_tokens"), "at %s",
                        others[i]);
     }
-    const cJSON *spent = span_at(spans, "tok-budget", "0.0");
+    const cJSON *spent = ot_span_at(spans, "tok-budget", "0.0");
     cr_assert_not_null(spent);
-    cr_expect_null(attr(spent, "gen_ai.usage.input_tokens"));
+    cr_expect_null(ot_attr(spent, "gen_ai.usage.input_tokens"));
     cJSON_Delete(spans);
 
     pl_engine_close(e);

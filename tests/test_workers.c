@@ -641,10 +641,26 @@ Test(workers, a_dead_workers_run_is_taken_after_its_lease_expires)
     pl_registry_free(reg);
 }
 
+/* The stalled worker's PL_EVENT_LEASE_LOST events: how many, the last's
+ * status and run. */
+static int g_lost, g_lost_status;
+static char g_lost_run[PL_MAX_RUN_ID + 1];
+
+static void count_lease_lost(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_LEASE_LOST)
+        return;
+    g_lost++;
+    g_lost_status = ev->status;
+    snprintf(g_lost_run, sizeof g_lost_run, "%s", ev->run_id ? ev->run_id : "");
+}
+
 /*
  * Fencing: a worker that stalls (SIGSTOP) longer than its lease loses the
  * run to another; when it wakes, its next commit fails with PL_EBUSY and
- * writes nothing into the run the other finished.
+ * writes nothing into the run the other finished, and PL_EVENT_LEASE_LOST
+ * says so, once.
  */
 Test(workers, a_stalled_worker_is_fenced_off)
 {
@@ -659,7 +675,13 @@ Test(workers, a_stalled_worker_is_fenced_off)
     cr_assert_geq(kid, 0);
     if (kid == 0) {
         close(pipefd[0]);
-        pl_engine *ce = w_engine(path, reg, "host-a");
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.host_id = "host-a";
+        eo.lease_ms = W_LEASE_MS;
+        eo.on_event = count_lease_lost;
+        pl_engine *ce = NULL;
+        if (pl_engine_open(&ce, path, reg, &eo))
+            _exit(3);
         pl_action root = PL_ACTION_INIT;
         root.policy = "fenced";
         root.payload = t_json("{}");
@@ -668,7 +690,9 @@ Test(workers, a_stalled_worker_is_fenced_off)
         pl_outcome *o = NULL;
         int st = pl_run_start(&o, ce, &root, &ro);
         char msg[600];
-        int n = snprintf(msg, sizeof msg, "%d %s", st, pl_errmsg());
+        int n = snprintf(msg, sizeof msg, "%d %d %d %s %s", st, g_lost,
+                         g_lost_status, g_lost_run[0] ? g_lost_run : "-",
+                         pl_errmsg());
         if (write(pipefd[1], msg, (size_t)n) != n)
             _exit(2);
         _exit(0);
@@ -700,9 +724,15 @@ Test(workers, a_stalled_worker_is_fenced_off)
     char msg[600] = {0};
     cr_assert_gt(read(pipefd[0], msg, sizeof msg - 1), 0);
     close(pipefd[0]);
-    cr_assert_eq(strtol(msg, NULL, 10), PL_EBUSY, "the stalled worker: %s",
-                 msg);
+    int kst = 0, lost = 0, lost_st = 0;
+    char lost_run[PL_MAX_RUN_ID + 1] = "";
+    cr_assert_eq(sscanf(msg, "%d %d %d %128s", &kst, &lost, &lost_st, lost_run),
+                 4, "%s", msg);
+    cr_assert_eq(kst, PL_EBUSY, "the stalled worker: %s", msg);
     cr_assert(strstr(msg, "lease") && strstr(msg, "taken over"), "%s", msg);
+    cr_assert_eq(lost, 1, "PL_EVENT_LEASE_LOST %d times: %s", lost, msg);
+    cr_assert_eq(lost_st, PL_EBUSY, "%s", msg);
+    cr_assert_str_eq(lost_run, "contested");
     /* nothing of its was written: the run is as host-b left it */
     pl_run_info *after = NULL;
     cr_assert_eq(pl_run_get(&after, e, "contested"), PL_OK);

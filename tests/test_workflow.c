@@ -8,7 +8,8 @@
  * SIGKILLed at every stride-th step boundary of its life (a step appended
  * or a commit: learnt from its engine's events) and started again.  Then:
  * every run ended as a run never killed ends; no call whose result is in
- * a ledger ran twice (only one in flight at a kill may have); no call is
+ * a ledger ran twice (only one in flight at a kill, or in a worker that
+ * stalled longer than its lease, PL_EVENT_LEASE_LOST, may have); no call is
  * missing; the key's limit held at every instant the tools were inside a
  * call; the rate limit held in every window; each payment was delivered
  * once; the cancelled orders are cancelled; a retention rule, its process
@@ -57,6 +58,7 @@ static int rounds_of(int n) { return kind_of(n) == PAID2 ? 2 : 1; }
 
 static char g_fx[4300];
 static char g_kills[4300];
+static char g_lapses[4300]; /* "<pid> <run>" of each PL_EVENT_LEASE_LOST */
 
 static long long now_ns(void)
 {
@@ -73,6 +75,14 @@ static atomic_long g_boundary;
 static void on_boundary(const pl_event *ev, void *user)
 {
     (void)user;
+    if (ev->kind == PL_EVENT_LEASE_LOST) { /* a stall on a loaded host */
+        FILE *f = fopen(g_lapses, "a");
+        if (f) {
+            fprintf(f, "%ld %s\n", (long)getpid(), ev->run_id);
+            fclose(f);
+        }
+        return;
+    }
     if (ev->kind != PL_EVENT_STEP_APPENDED && ev->kind != PL_EVENT_COMMIT)
         return;
     long k = atomic_fetch_add(&g_boundary, 1) + 1;
@@ -409,6 +419,7 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
     t_store_in(store, sizeof store, dir, "orders.db");
     snprintf(g_fx, sizeof g_fx, "%s/effects", dir);
     snprintf(g_kills, sizeof g_kills, "%s/kills", dir);
+    snprintf(g_lapses, sizeof g_lapses, "%s/lapses", dir);
     snprintf(out, sizeof out, "%s/tool.out", dir);
     cr_assert_eq(setenv("WORKFLOW_FX", g_fx, 1), 0);
     char script[4300], served[4400];
@@ -587,8 +598,16 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
                   WORKFLOW_RATE_WINDOW_MS);
 
     /* the effects: none lost, none twice but a call in flight at a kill */
+    lapse lp[64];
+    int nl = 0;
+    FILE *lf = fopen(g_lapses, "r");
+    while (lf && nl < 64 &&
+           fscanf(lf, "%ld %128s", &lp[nl].pid, lp[nl].run) == 2)
+        nl++;
+    if (lf)
+        fclose(lf);
     effects fx = {0};
-    fx_read(&fx, g_fx, d, nd);
+    fx_read(&fx, g_fx, d, nd, lp, nl);
     int keys = 0, repeated = 0;
     for (size_t i = 0; i < fx.nx; i++) {
         size_t last = i;
@@ -606,9 +625,13 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
             if (strcmp(fx.x[j].key, fx.x[i].key))
                 continue;
             repeated++;
-            cr_expect(fx_died_mid(d, nd, fx.x[j].pid),
+            char run[PL_MAX_RUN_ID + 1];
+            snprintf(run, sizeof run, "%.*s", (int)strcspn(fx.x[j].key, "/"),
+                     fx.x[j].key);
+            cr_expect(fx_died_mid(d, nd, fx.x[j].pid) ||
+                          fx_lapsed(lp, nl, fx.x[j].pid, run),
                       "%s (%s) ran again after process %ld ran it, which "
-                      "was not killed",
+                      "was not killed and kept its lease",
                       fx.x[i].key, fx.x[i].tool, fx.x[j].pid);
         }
         /* the call's result in its caller's ledger is the last
@@ -754,12 +777,14 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
         fprintf(stderr, "%s %s %d", k ? "," : "", where[k], times[k]);
     fprintf(stderr, "\n");
     fprintf(stderr,
-            "workflow: %d calls, %d run again after a kill; at most "
+            "workflow: %d calls, %d run again after a kill or a lease lost "
+            "(%d); at most "
             "%d runs of the key in calls at once; at most %d charges a "
             "window (%d takes, %d refused); %d runs pruned; runs by version: "
             "%d v1, %d v2; %ld model answers; %d MCP calls (%d keys)\n",
-            keys, repeated, most, wk->worst, wk->takes, wk->refused, runs->n,
-            wk->runs_of[1], wk->runs_of[2], model_calls, crm_calls, crm_keys);
+            keys, repeated, nl, most, wk->worst, wk->takes, wk->refused,
+            runs->n, wk->runs_of[1], wk->runs_of[2], model_calls, crm_calls,
+            crm_keys);
     free(fx.x);
     free(fx.ev);
     free(wk);

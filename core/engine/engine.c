@@ -118,6 +118,7 @@ static const char *const event_names[] = {
     "store_back",
     "schedule_failed",
     "version",
+    "lease_lost",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)

@@ -6,25 +6,8 @@
  * I/O: it opens a span in a table on CALL_STARTED / RUN_STARTED, and on the
  * matching end moves the finished span into a bounded queue (full: dropped
  * and counted).  The thread wakes when a batch is full, a flush is asked
- * for, or flush_interval_ms passed, and POSTs one request per batch:
- *
- *   {"resourceSpans": [{"resource": {"attributes": [service.name]},
- *     "scopeSpans": [{"scope": {"name": "policyledger"},
- *                     "spans": [span, ...]}]}]}
- *
- *   span member        value
- *   traceId            hex of SHA-256(run id)[0..16]
- *   spanId             hex of SHA-256(run id NUL path)[0..8]; the run's
- *                      path is "0", a call's is its callee's path
- *   parentSpanId       a call's: its caller's span ("0" is the run's);
- *                      left out for the run
- *   name, kind         the callee (the run: "run " root policy), 1
- *                      (SPAN_KIND_INTERNAL)
- *   start/endTimeUnixNano   decimal strings
- *   attributes         policyledger.* (see the header), typed values;
- *                      gen_ai.usage.input_tokens / output_tokens on a
- *                      call whose end event carries a model's tokens
- *   status             {"code": 2, "message": detail} when failed
+ * for, or flush_interval_ms passed, and POSTs one request per batch (its
+ * body: otel_json.c).
  *
  * Times come from one monotonic clock set against the real clock when the
  * exporter opens, so a child's span always sits inside its parent's.  A
@@ -42,9 +25,9 @@
 #include <policyledger.h>
 
 #include <curl/curl.h>
-#include <openssl/sha.h>
 
 #include "ext.h"
+#include "otel.h"
 
 #define DEF_QUEUE 2048
 #define DEF_BATCH 512
@@ -52,18 +35,6 @@
 #define DEF_TIMEOUT_MS 10000
 #define DEF_SHUTDOWN_MS 5000
 #define URL_MAX 4096
-#define PATH_BUF (16 + PL_MAX_DEPTH * 11) /* a callee's path and NUL */
-
-/* A span: open in the table, then finished in the queue. */
-typedef struct span {
-    char *run_id, *path, *policy, *detail;
-    int64_t start_ns, end_ns;
-    uint32_t step;
-    bool is_call, served;
-    const char *outcome;            /* static */
-    int status;                     /* pl_status of a failure; 0 */
-    uint64_t tokens_in, tokens_out; /* a model's usage; 0 when none */
-} span;
 
 struct pl_otel {
     /* settings, fixed after open */
@@ -77,14 +48,14 @@ struct pl_otel {
 
     /* open spans (call and run starts), under open_lock */
     pthread_mutex_t open_lock;
-    span *open;
+    pl__otel_span *open;
     size_t n_open, cap_open;
 
     /* the queue and counters, under lock */
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* the thread: work, a flush, or stop */
-    pthread_cond_t idle; /* flushers: a batch is done */
-    span **queue;        /* a ring of max_queue */
+    pthread_cond_t wake;   /* the thread: work, a flush, or stop */
+    pthread_cond_t idle;   /* flushers: a batch is done */
+    pl__otel_span **queue; /* a ring of max_queue */
     size_t head, n;
     unsigned flushers;
     bool stop;
@@ -127,7 +98,7 @@ static int64_t now_ns(const pl_otel *x)
     return x->base_real_ns + (mono_ns() - x->base_mono_ns);
 }
 
-static void span_clear(span *s)
+static void span_clear(pl__otel_span *s)
 {
     free(s->run_id);
     free(s->path);
@@ -147,9 +118,9 @@ static void note_loss(pl_otel *x, uint64_t k, const char *why)
 /* ---- the event path ------------------------------------------------------ */
 
 /* Hand a finished span to the queue; takes @p s's strings. */
-static void enqueue(pl_otel *x, span *s)
+static void enqueue(pl_otel *x, pl__otel_span *s)
 {
-    span *heap = malloc(sizeof *heap);
+    pl__otel_span *heap = malloc(sizeof *heap);
     pthread_mutex_lock(&x->lock);
     x->c.spans++;
     if (!heap || x->n == x->max_queue || x->stop) {
@@ -171,7 +142,7 @@ static void enqueue(pl_otel *x, span *s)
 static int open_add(pl_otel *x, const pl_event *ev, const char *path,
                     int64_t now)
 {
-    span s = {0};
+    pl__otel_span s = {0};
     s.run_id = dup_or_null(ev->run_id);
     s.path = dup_or_null(path);
     s.policy = dup_or_null(ev->policy ? ev->policy : "");
@@ -183,7 +154,7 @@ static int open_add(pl_otel *x, const pl_event *ev, const char *path,
     pthread_mutex_lock(&x->open_lock);
     if (x->n_open == x->cap_open) {
         size_t cap = x->cap_open ? 2 * x->cap_open : 16;
-        span *grown = realloc(x->open, cap * sizeof *grown);
+        pl__otel_span *grown = realloc(x->open, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&x->open_lock);
             goto oom;
@@ -204,12 +175,13 @@ oom:
 }
 
 /* Take the open span of (@p run, @p path) into @p out; false if none. */
-static bool open_take(pl_otel *x, const char *run, const char *path, span *out)
+static bool open_take(pl_otel *x, const char *run, const char *path,
+                      pl__otel_span *out)
 {
     bool found = false;
     pthread_mutex_lock(&x->open_lock);
     for (size_t i = x->n_open; i-- > 0;) {
-        span *s = &x->open[i];
+        pl__otel_span *s = &x->open[i];
         if (!strcmp(s->run_id, run) && !strcmp(s->path, path)) {
             *out = *s;
             x->open[i] = x->open[--x->n_open];
@@ -226,7 +198,7 @@ static void end_open_calls(pl_otel *x, const pl_event *ev, const char *outcome,
                            int64_t now)
 {
     for (;;) {
-        span s;
+        pl__otel_span s;
         bool found = false;
         pthread_mutex_lock(&x->open_lock);
         for (size_t i = x->n_open; i-- > 0;) {
@@ -242,7 +214,10 @@ static void end_open_calls(pl_otel *x, const pl_event *ev, const char *outcome,
             return;
         s.end_ns = now;
         s.outcome = outcome;
-        s.status = ev->kind == PL_EVENT_RUN_FAILED ? ev->status : 0;
+        s.status = ev->kind == PL_EVENT_RUN_FAILED ||
+                           ev->kind == PL_EVENT_LEASE_LOST
+                       ? ev->status
+                       : 0;
         enqueue(x, &s);
     }
 }
@@ -256,6 +231,7 @@ static const char *outcome_of(pl_event_kind k)
     case PL_EVENT_CALL_FAILED:
     case PL_EVENT_RUN_FAILED: return "failed";
     case PL_EVENT_RUN_SUSPENDED: return "suspended";
+    case PL_EVENT_LEASE_LOST: return "lease_lost";
     default: return NULL;
     }
 }
@@ -264,7 +240,7 @@ static const char *outcome_of(pl_event_kind k)
 static void end_span(pl_otel *x, const pl_event *ev, const char *path,
                      int64_t now)
 {
-    span s;
+    pl__otel_span s;
     if (!open_take(x, ev->run_id, path, &s)) {
         memset(&s, 0, sizeof s);
         s.run_id = dup_or_null(ev->run_id);
@@ -289,7 +265,8 @@ static void end_span(pl_otel *x, const pl_event *ev, const char *path,
     s.tokens_in = ev->tokens_in;
     s.tokens_out = ev->tokens_out;
     if (ev->detail &&
-        (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED))
+        (ev->kind == PL_EVENT_CALL_FAILED || ev->kind == PL_EVENT_RUN_FAILED ||
+         ev->kind == PL_EVENT_LEASE_LOST))
         s.detail = dup_or_null(
             ev->detail); /* NULL when out of memory: left out */
     enqueue(x, &s);
@@ -323,173 +300,12 @@ void pl_otel_event(const pl_event *ev, void *user)
     case PL_EVENT_RUN_SUSPENDED:
     case PL_EVENT_RUN_COMPLETED:
     case PL_EVENT_RUN_FAILED:
+    case PL_EVENT_LEASE_LOST: /* the run went on in another worker */
         end_open_calls(x, ev, outcome_of(ev->kind), now);
         end_span(x, ev, "0", now);
         break;
     default: break;
     }
-}
-
-/* ---- encoding ------------------------------------------------------------ */
-
-static bool hex_id(char *out, const char *run, const char *path, size_t bytes)
-{
-    uint8_t md[SHA256_DIGEST_LENGTH];
-    size_t rn = strlen(run), pn = path ? strlen(path) : 0;
-    char *buf = malloc(rn + 1 + pn);
-    if (!buf)
-        return false;
-    memcpy(buf, run, rn);
-    size_t n = rn;
-    if (path) {
-        buf[n++] = '\0';
-        memcpy(buf + n, path, pn);
-        n += pn;
-    }
-    bool ok = SHA256((const unsigned char *)buf, n, md) != NULL;
-    free(buf);
-    if (!ok)
-        return false;
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < bytes; i++) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    out[2 * bytes] = '\0';
-    return true;
-}
-
-static bool add_attr(cJSON *arr, const char *key, const char *type,
-                     cJSON *value)
-{
-    cJSON *kv = cJSON_CreateObject();
-    cJSON *v = cJSON_CreateObject();
-    if (!kv || !v || !value || !cJSON_AddItemToArray(arr, kv)) {
-        cJSON_Delete(kv);
-        cJSON_Delete(v);
-        cJSON_Delete(value);
-        return false;
-    }
-    if (!cJSON_AddStringToObject(kv, "key", key) ||
-        !cJSON_AddItemToObject(kv, "value", v)) {
-        cJSON_Delete(v);
-        cJSON_Delete(value);
-        return false;
-    }
-    return cJSON_AddItemToObject(v, type, value);
-}
-
-static bool attr_str(cJSON *arr, const char *key, const char *s)
-{
-    return add_attr(arr, key, "stringValue", cJSON_CreateString(s));
-}
-
-static bool attr_int(cJSON *arr, const char *key, int64_t v)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%lld", (long long)v);
-    return add_attr(arr, key, "intValue", cJSON_CreateString(num));
-}
-
-static bool add_time(cJSON *o, const char *key, int64_t ns)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%lld", (long long)(ns < 0 ? 0 : ns));
-    return cJSON_AddStringToObject(o, key, num) != NULL;
-}
-
-static cJSON *span_json(const span *s)
-{
-    char trace[33], id[17], parent[17];
-    const char *slash = s->is_call ? strrchr(s->path, '.') : NULL;
-    char ppath[PATH_BUF];
-    if (slash)
-        snprintf(ppath, sizeof ppath, "%.*s", (int)(slash - s->path), s->path);
-    if (!hex_id(trace, s->run_id, NULL, 16) ||
-        !hex_id(id, s->run_id, s->path, 8) ||
-        (slash && !hex_id(parent, s->run_id, ppath, 8)))
-        return NULL;
-    char name[PL_MAX_NAME + 8];
-    snprintf(name, sizeof name, "%s%s", s->is_call ? "" : "run ", s->policy);
-    cJSON *o = cJSON_CreateObject();
-    cJSON *attrs = cJSON_CreateArray();
-    bool ok = o && attrs && cJSON_AddItemToObject(o, "attributes", attrs);
-    if (!ok)
-        cJSON_Delete(attrs);
-    ok = ok && cJSON_AddStringToObject(o, "traceId", trace) &&
-         cJSON_AddStringToObject(o, "spanId", id) &&
-         (!slash || cJSON_AddStringToObject(o, "parentSpanId", parent)) &&
-         cJSON_AddStringToObject(o, "name", name) &&
-         cJSON_AddNumberToObject(o, "kind", 1) &&
-         add_time(o, "startTimeUnixNano", s->start_ns) &&
-         add_time(o, "endTimeUnixNano", s->end_ns);
-    ok = ok && attr_str(attrs, "policyledger.run_id", s->run_id) &&
-         attr_str(attrs, "policyledger.path", s->path) &&
-         attr_str(attrs, "policyledger.policy", s->policy) &&
-         attr_str(attrs, "policyledger.outcome",
-                  s->outcome ? s->outcome : "unknown");
-    if (ok && s->is_call)
-        ok = attr_int(attrs, "policyledger.step", s->step) &&
-             add_attr(attrs, "policyledger.served", "boolValue",
-                      cJSON_CreateBool(s->served));
-    if (ok && (s->tokens_in || s->tokens_out))
-        ok = attr_int(attrs, "gen_ai.usage.input_tokens",
-                      s->tokens_in > INT64_MAX ? INT64_MAX
-                                               : (int64_t)s->tokens_in) &&
-             attr_int(attrs, "gen_ai.usage.output_tokens",
-                      s->tokens_out > INT64_MAX ? INT64_MAX
-                                                : (int64_t)s->tokens_out);
-    bool failed = s->outcome && !strcmp(s->outcome, "failed");
-    if (ok && s->status)
-        ok = attr_str(attrs, "policyledger.status", pl_status_name(s->status));
-    else if (ok && failed && s->detail && s->is_call)
-        ok = attr_str(attrs, "policyledger.error_code", s->detail);
-    if (ok) {
-        cJSON *st = cJSON_AddObjectToObject(o, "status");
-        ok = st && cJSON_AddNumberToObject(st, "code", failed ? 2 : 0) &&
-             (!failed || !s->detail ||
-              cJSON_AddStringToObject(st, "message", s->detail));
-    }
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* The request body for @p k spans, or NULL when out of memory. */
-static char *body_of(const pl_otel *x, span *const *v, size_t k)
-{
-    cJSON *doc = cJSON_CreateObject();
-    cJSON *rss = cJSON_AddArrayToObject(doc, "resourceSpans");
-    cJSON *rs = cJSON_CreateObject();
-    if (!cJSON_AddItemToArray(rss, rs)) {
-        cJSON_Delete(rs);
-        rs = NULL;
-    }
-    cJSON *res = cJSON_AddObjectToObject(rs, "resource");
-    cJSON *rattrs = cJSON_AddArrayToObject(res, "attributes");
-    cJSON *sss = cJSON_AddArrayToObject(rs, "scopeSpans");
-    cJSON *ss = cJSON_CreateObject();
-    if (!cJSON_AddItemToArray(sss, ss)) {
-        cJSON_Delete(ss);
-        ss = NULL;
-    }
-    cJSON *scope = cJSON_AddObjectToObject(ss, "scope");
-    cJSON *spans = cJSON_AddArrayToObject(ss, "spans");
-    if (!rattrs || !attr_str(rattrs, "service.name", x->service) ||
-        !cJSON_AddStringToObject(scope, "name", "policyledger"))
-        spans = NULL;
-    bool ok = spans != NULL;
-    for (size_t i = 0; ok && i < k; i++) {
-        cJSON *s = span_json(v[i]);
-        ok = s && cJSON_AddItemToArray(spans, s);
-        if (!ok)
-            cJSON_Delete(s);
-    }
-    char *text = ok ? cJSON_PrintUnformatted(doc) : NULL;
-    cJSON_Delete(doc);
-    return text;
 }
 
 /* ---- the thread ---------------------------------------------------------- */
@@ -544,7 +360,7 @@ static const char *post(pl_otel *x, const char *body, char *why, size_t n)
 static void *exporter(void *arg)
 {
     pl_otel *x = arg;
-    span **batch = malloc(x->max_batch * sizeof *batch);
+    pl__otel_span **batch = malloc(x->max_batch * sizeof *batch);
     pthread_mutex_lock(&x->lock);
     for (;;) {
         if (!x->n) {
@@ -565,7 +381,7 @@ static void *exporter(void *arg)
         if (!batch || (at && mono_ns() > at)) {
             /* no memory for a batch, or shutdown's time is up: drop */
             for (size_t i = 0; i < x->n; i++) {
-                span *s = x->queue[(x->head + i) % x->max_queue];
+                pl__otel_span *s = x->queue[(x->head + i) % x->max_queue];
                 span_clear(s);
                 free(s);
             }
@@ -583,7 +399,7 @@ static void *exporter(void *arg)
         pthread_mutex_unlock(&x->lock);
 
         char whybuf[160];
-        char *body = body_of(x, batch, k);
+        char *body = pl__otel_body(x->service, batch, k);
         const char *why = body ? post(x, body, whybuf, sizeof whybuf)
                                : "out of memory encoding spans";
         free(body);
@@ -762,7 +578,7 @@ static void otel_free(pl_otel *x)
         span_clear(&x->open[i]);
     free(x->open);
     for (size_t i = 0; i < x->n; i++) {
-        span *s = x->queue[(x->head + i) % x->max_queue];
+        pl__otel_span *s = x->queue[(x->head + i) % x->max_queue];
         span_clear(s);
         free(s);
     }

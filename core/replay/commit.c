@@ -128,6 +128,19 @@ static int share_steps(pl__run *r)
     return st;
 }
 
+/* The run's lease was taken over (a renewal saw it, or the store's fence
+ * refused the commit): PL_EVENT_LEASE_LOST, once, from the run's own
+ * thread (a fan-out branch leaves it to that thread's next commit). */
+static int lease_lost(pl__run *r, int rc)
+{
+    atomic_store(&r->lease_lost, true);
+    if (!r->lease_told && !r->branch) {
+        r->lease_told = true;
+        pl__emit(r, PL_EVENT_LEASE_LOST, "0", 0, NULL, 0, rc, 0, pl_errmsg());
+    }
+    return rc;
+}
+
 static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
 {
     assert(!r->check); /* check mode compares; it has nothing to write */
@@ -137,11 +150,12 @@ static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
     if (rc)
         return rc;
     if (atomic_load(&r->lease_lost))
-        return pl__err(PL_EBUSY,
+        return lease_lost(
+            r, pl__err(PL_EBUSY,
                        "run %s: this worker's lease was taken over by "
                        "another worker (this process stalled longer than "
                        "the lease); nothing more is written",
-                       r->id);
+                       r->id));
     uint64_t t0 = pl__ev_clock(r);
     pl__run_state *st = &r->state;
     uint64_t n = r->batch.steps.n + r->folded;
@@ -163,6 +177,10 @@ static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
     if (!rc) /* the first commit of a run a delivery claims carries it */
         rc = r->ride ? pl__run_ride(r) : pl__commit(r->e, &r->batch);
     r->batch.inbox_del = 0; /* consumed with this commit, or never */
+    /* the fence held no more (a delivery's commit that could not take
+     * the run is not a lease lost: it held none) */
+    if (rc == PL_EBUSY && r->batch.gen && !r->ride)
+        rc = lease_lost(r, rc);
     if (rc) {
         st->steps -= n;
         if (r->share) /* what it remembers of this batch is not stored */

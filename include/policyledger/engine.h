@@ -68,7 +68,7 @@ typedef enum pl_event_kind {
                                        say why, schedule names the one
                                        that failed; no run_id); a worker
                                        tries again a second later */
-    PL_EVENT_VERSION = 17        /**< a pl_ctx_version() point: detail is
+    PL_EVENT_VERSION = 17,       /**< a pl_ctx_version() point: detail is
                                       the change id, version the version
                                       the run takes; step_type is
                                       PL_STEP_SIDE_EFFECT when its marker
@@ -80,6 +80,15 @@ typedef enum pl_event_kind {
                                       stops there), PL_ENEWERCODE when
                                       newer code recorded it (the run is
                                       left for that code) */
+    PL_EVENT_LEASE_LOST = 18     /**< a run's lease was lost: this
+                                      process stalled longer than lease_ms
+                                      and another worker took the run (or,
+                                      keyed, its place): the run stops at
+                                      its next commit, which writes nothing
+                                      (status PL_EBUSY, detail why), and a
+                                      worker goes on with the others; the
+                                      call it was in may run again where
+                                      the run went.  Once an execution */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */

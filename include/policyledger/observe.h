@@ -97,12 +97,14 @@ int pl_trace_close(pl_trace *trace);
  * (a result the ledger returned) carries the id of the execution that
  * recorded it.  Attributes (all spans): policyledger.run_id,
  * policyledger.path, policyledger.policy, policyledger.outcome
- * ("completed", "failed", "served", "suspended"); calls add
+ * ("completed", "failed", "served", "suspended", "lease_lost": this
+ * worker stalled past its lease, PL_EVENT_LEASE_LOST); calls add
  * policyledger.step (the action_call's position in the caller) and
  * policyledger.served (true for a served call); a failure adds
  * policyledger.status (the pl_status name) or policyledger.error_code (an
  * error result's code) and the span's status is ERROR with the detail as
- * its message.  Spans still open when a run suspends or fails end with it.
+ * its message (a lease lost too).  Spans still open when a run suspends,
+ * fails or loses its lease end with it.
  * An executed call whose end event carries a model's tokens (an LLM
  * policy's result: pl_event.tokens_in / tokens_out) adds
  * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.
