@@ -45,7 +45,8 @@ LAYOUT(engine_options, pl_engine_options, PL_ENGINE_OPTIONS,
        END(pl_engine_options, lease_ms), END(pl_engine_options, no_create),
        END(pl_engine_options, tombstone_ms), sizeof(pl_engine_options));
 LAYOUT(store_stats, pl_store_stats, PL_STORE_STATS, sizeof(pl_store_stats));
-LAYOUT(runs_options, pl_runs_options, PL_RUNS_OPTIONS, sizeof(pl_runs_options));
+LAYOUT(runs_options, pl_runs_options, PL_RUNS_OPTIONS,
+       END(pl_runs_options, reverse), sizeof(pl_runs_options));
 LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        END(pl_run_options, if_exists), END(pl_run_options, deadline_in_ms),
        sizeof(pl_run_options));

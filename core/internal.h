@@ -320,17 +320,6 @@ PL__HIDDEN int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
                                   size_t info_len, const pl__buf *state,
                                   bool *lease_later,
                                   pl_run_info **out) PL__MUST_CHECK;
-/*
- * pl_engine_runs() past the runs whose records cannot be read (PL_ECORRUPT:
- * a record failing its checksum, or malformed): each is passed over, the
- * walk going on from the id after it; *damaged counts them and the first
- * one's message is kept in @p first_msg (PL__ERRMSG_MAX bytes).  Returns
- * what the visitor stopped with, or a failure of the listing itself
- * (runs.c).
- */
-PL__HIDDEN int pl__runs_past_damaged(pl_engine *e, pl_run_visit_fn visit,
-                                     void *user, size_t *damaged,
-                                     char *first_msg) PL__MUST_CHECK;
 /* Whether a running run that this engine does not execute has a live
  * owner by its lease; @p by_record (pl__owner_alive()) for a run without
  * a lease (lease.c). */

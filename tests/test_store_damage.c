@@ -3,7 +3,8 @@
  * read transaction counted whole, mirrors without their result and folded
  * results with a callee ledger (corrupt), changed and unreadable records
  * refused by continue, deleted steps, gaps near a ledger's end, a failed
- * run's vanished last step and unknown record versions found by verify.
+ * run's vanished last step and unknown record versions found by verify;
+ * a listing past damaged run records.
  */
 #include "support.h"
 #include "support_store.h"
@@ -552,6 +553,110 @@ Test(store, a_waiting_runs_open_callee_ledger_is_anchored)
 }
 
 /* ---- a value's size past the file --------------------------------------- */
+
+/* ---- a listing past damaged run records ---------------------------------- */
+
+/* What a listing met: the runs visited, and those told as damaged, in
+ * order ("!id"); the callback stops with stop_with at stop_id. */
+typedef struct met {
+    char seq[16][PL_MAX_RUN_ID + 2];
+    size_t n;
+    const char *stop_id;
+    int stop_with;
+} met;
+
+static int met_run(const pl_run_info *ri, void *user)
+{
+    met *m = user;
+    cr_assert_lt(m->n, 16);
+    snprintf(m->seq[m->n++], sizeof m->seq[0], "%s", ri->id);
+    return 0;
+}
+
+static int met_damaged(const char *id, int st, const char *why, void *user)
+{
+    met *m = user;
+    cr_assert_lt(m->n, 16);
+    cr_expect_eq(st, PL_ECORRUPT);
+    char quoted[PL_MAX_RUN_ID + 3];
+    snprintf(quoted, sizeof quoted, "'%s'", id);
+    cr_expect(strstr(why, quoted), "%s: %s", id, why);
+    snprintf(m->seq[m->n++], sizeof m->seq[0], "!%s", id);
+    return m->stop_id && !strcmp(id, m->stop_id) ? m->stop_with : 0;
+}
+
+static void expect_met(const met *m, const char *const *want, size_t n)
+{
+    cr_assert_eq(m->n, n, "%zu met, not %zu", m->n, n);
+    for (size_t i = 0; i < n; i++)
+        cr_expect_str_eq(m->seq[i], want[i]);
+}
+
+/* A run record failing its checksum (b) and one too short to hold its run
+ * number (d): a listing without pl_runs_options.damaged ends at the first
+ * with PL_ECORRUPT naming it; with it, each is told and the others are
+ * listed, either way; the callback's non-zero value stops the listing. */
+Test(store, a_listing_goes_past_damaged_run_records_when_asked)
+{
+    const char *path = t_store_path();
+    pl_registry *reg = registry();
+    pl_engine *e = open_with(path, reg, 0, 0);
+    static const char *const ids[] = {"a", "b", "c", "d", "e"};
+    for (size_t i = 0; i < 5; i++)
+        start_ok(e, "chain", "{\"n\": 1}", ids[i]);
+    pl_engine_close(e);
+    raw r;
+    raw_open(&r, path, false);
+    MDB_val k = {1, (void *)"b"}, v;
+    cr_assert_eq(mdb_get(r.txn, r.runs, &k, &v), 0);
+    uint8_t *copy = malloc(v.mv_size);
+    cr_assert_not_null(copy);
+    memcpy(copy, v.mv_data, v.mv_size);
+    copy[v.mv_size - 1] ^= 0x04;
+    MDB_val nv = {v.mv_size, copy};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &k, &nv, 0), 0);
+    free(copy);
+    MDB_val dk = {1, (void *)"d"}, shortv = {3, (void *)"\1\2\3"};
+    cr_assert_eq(mdb_put(r.txn, r.runs, &dk, &shortv, 0), 0);
+    raw_close(&r);
+
+    e = open_with(path, reg, 0, 0);
+    met m = {0};
+    cr_assert_eq(pl_engine_runs(e, met_run, &m), PL_ECORRUPT);
+    cr_expect(strstr(pl_errmsg(), "'b'"), "%s", pl_errmsg());
+    expect_met(&m, (const char *const[]){"a"}, 1);
+    /* a version 1 struct has no callback: the same */
+    memset(&m, 0, sizeof m);
+    pl_runs_options v1 = PL_RUNS_OPTIONS_INIT;
+    v1.version = 1;
+    v1.damaged = met_damaged; /* past its version: not read */
+    cr_assert_eq(pl_engine_runs_from(e, &v1, met_run, &m), PL_ECORRUPT);
+    expect_met(&m, (const char *const[]){"a"}, 1);
+
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    ro.damaged = met_damaged;
+    memset(&m, 0, sizeof m);
+    cr_assert_eq(pl_engine_runs_from(e, &ro, met_run, &m), PL_OK, "%s",
+                 pl_errmsg());
+    expect_met(&m, (const char *const[]){"a", "!b", "c", "!d", "e"}, 5);
+    ro.reverse = true;
+    memset(&m, 0, sizeof m);
+    cr_assert_eq(pl_engine_runs_from(e, &ro, met_run, &m), PL_OK);
+    expect_met(&m, (const char *const[]){"e", "!d", "c", "!b", "a"}, 5);
+    ro.reverse = false;
+    ro.after = "b";
+    memset(&m, 0, sizeof m);
+    cr_assert_eq(pl_engine_runs_from(e, &ro, met_run, &m), PL_OK);
+    expect_met(&m, (const char *const[]){"c", "!d", "e"}, 3);
+    ro.after = NULL;
+    memset(&m, 0, sizeof m);
+    m.stop_id = "d";
+    m.stop_with = 7;
+    cr_assert_eq(pl_engine_runs_from(e, &ro, met_run, &m), 7);
+    expect_met(&m, (const char *const[]){"a", "!b", "c", "!d"}, 4);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
 
 /*
  * LMDB 0.9's pages carry no checksum, and a leaf node's data size (its

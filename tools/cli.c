@@ -440,56 +440,35 @@ bool cli_open_store(pl_engine **engine, pl_registry **registry,
     return true;
 }
 
-bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last,
-                     bool reverse)
-{
-    if (strncmp(msg, "run '", 5))
-        return false;
-    size_t n = strcspn(msg + 5, "'");
-    if (!msg[5 + n] || n >= cap)
-        return false;
-    memcpy(out, msg + 5, n);
-    out[n] = '\0';
-    if (!cli_run_id_ok(out))
-        return false;
-    int past = strcmp(out, last);
-    return reverse ? !last[0] || past < 0 : past > 0;
-}
-
 typedef struct runs_each {
     pl_run_visit_fn visit;
+    cli_damaged_fn damaged;
     void *user;
-    char last[PL_MAX_RUN_ID + 3]; /* the last run visited, or the start */
 } runs_each;
 
 static int each_visit(const pl_run_info *ri, void *user)
 {
     runs_each *x = user;
-    snprintf(x->last, sizeof x->last, "%s", ri->id);
     return x->visit(ri, x->user);
+}
+
+static int each_damaged(const char *id, int st, const char *why, void *user)
+{
+    (void)st;
+    runs_each *x = user;
+    return x->damaged(id, why, x->user);
 }
 
 int cli_runs_each(pl_engine *e, const pl_runs_options *from,
                   pl_run_visit_fn visit, cli_damaged_fn damaged, void *user)
 {
-    runs_each x = {visit, user, ""};
+    runs_each x = {visit, damaged, user};
     pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
     if (from)
         ro = *from;
-    snprintf(x.last, sizeof x.last, "%s", ro.after ? ro.after : "");
-    for (;;) {
-        ro.after = x.last;
-        int st = pl_engine_runs_from(e, &ro, each_visit, &x);
-        char bad[PL_MAX_RUN_ID + 1];
-        if (st != PL_ECORRUPT ||
-            !cli_damaged_run(bad, sizeof bad, pl_errmsg(), x.last, ro.reverse))
-            return st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", pl_errmsg());
-        if ((st = damaged(bad, msg, user)) != 0)
-            return st;
-        snprintf(x.last, sizeof x.last, "%s", bad);
-    }
+    ro.version = PL_RUNS_OPTIONS_VERSION;
+    ro.damaged = each_damaged;
+    return pl_engine_runs_from(e, &ro, each_visit, &x);
 }
 
 bool cli_say_deleted(pl_engine *e, const char *id)

@@ -266,18 +266,6 @@ void cli_close_store(pl_engine *engine, pl_registry *registry);
  * id, and return true; false when it has no tombstone. */
 bool cli_say_deleted(pl_engine *engine, const char *id);
 
-/*
- * The run a listing's failure names, into @p out: when the listing met a
- * run record it could not read, its message (@p msg) begins "run 'ID': "
- * (pl_run_get()'s), ID a run id past @p last, the last run listed (or
- * where the listing started; "" the start), in the listing's order (with
- * @p reverse, descending).  False when it names none (a key that is no
- * run id, a key out of order: "naming the run after which it stands",
- * which is @p last).
- */
-bool cli_damaged_run(char *out, size_t cap, const char *msg, const char *last,
-                     bool reverse);
-
 /* A run whose record cannot be read, met by cli_runs_each(): non-zero to
  * stop the listing (that value is returned). */
 typedef int (*cli_damaged_fn)(const char *id, const char *msg, void *user);
@@ -285,9 +273,9 @@ typedef int (*cli_damaged_fn)(const char *id, const char *msg, void *user);
 /*
  * Every run's record from @p from (pl_engine_runs_from()'s options; NULL:
  * every run, in id order), as it gives them to @p visit, and past the
- * records it cannot read: a run whose record is damaged (the listing's
- * PL_ECORRUPT names it: cli_damaged_run()) goes to @p damaged, with the
- * listing's message, and the listing goes on after it.  Returns PL_OK,
+ * records it cannot read: a run whose record is damaged goes to
+ * @p damaged, with the listing's message, and the listing goes on after it
+ * (pl_runs_options.damaged).  Returns PL_OK,
  * @p visit's or @p damaged's non-zero value, or the listing's error where
  * it names no run.
  */

@@ -61,6 +61,18 @@ static int collect_id(const pl_run_info *ri, void *user)
     return add_id(v, ri->id, NULL);
 }
 
+/* A run whose record cannot be read: its fault is its own, with the
+ * listing's reason. */
+static int collect_damaged(const char *id, int st, const char *why, void *user)
+{
+    verify_ctx *v = user;
+    if (v->stop_at && strcmp(id, v->stop_at) <= 0)
+        return 1;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), why);
+    return add_id(v, id, msg);
+}
+
 static void fault(verify_ctx *v, const char *run, const char *msg)
 {
     v->faults++;
@@ -121,59 +133,46 @@ static void verify_one(verify_ctx *v, const char *id)
  */
 static void list_all(verify_ctx *v)
 {
-    char cursor[PL_MAX_RUN_ID + 1] = "";
-    for (;;) {
-        pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
-        ro.after = cursor;
-        int st = pl_engine_runs_from(v->e, &ro, collect_id, v);
-        if (v->oom) {
-            cli_error("out of memory");
-            return;
-        }
-        if (!st)
-            return;
-        char msg[1024], bad[PL_MAX_RUN_ID + 1];
-        snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
-        const char *last = v->n_ids ? v->ids[v->n_ids - 1] : cursor;
-        if (st == PL_ECORRUPT &&
-            cli_damaged_run(bad, sizeof bad, pl_errmsg(), last, false)) {
-            if (add_id(v, bad, msg))
-                return;
-            snprintf(cursor, sizeof cursor, "%s", bad);
-            continue;
-        }
-        char whole[1100];
-        snprintf(whole, sizeof whole, "the run list: %s", msg);
-        fault(v, NULL, whole);
-        snprintf(v->list_fault, sizeof v->list_fault, "%s", msg);
-        break;
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    ro.damaged = collect_damaged;
+    int st = pl_engine_runs_from(v->e, &ro, collect_id, v);
+    if (v->oom) {
+        cli_error("out of memory");
+        return;
     }
+    if (!st)
+        return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
+    char whole[1100];
+    snprintf(whole, sizeof whole, "the run list: %s", msg);
+    fault(v, NULL, whole);
+    snprintf(v->list_fault, sizeof v->list_fault, "%s", msg);
     /* from the end, down to the last run listed */
     size_t from = v->n_ids;
     char last[PL_MAX_RUN_ID + 1];
     snprintf(last, sizeof last, "%s", from ? v->ids[from - 1] : "");
-    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
     ro.reverse = true;
     v->stop_at = last;
-    int st = pl_engine_runs_from(v->e, &ro, collect_id, v);
+    st = pl_engine_runs_from(v->e, &ro, collect_id, v);
     v->stop_at = NULL;
     if (v->oom) {
         cli_error("out of memory");
         return;
     }
-    char msg[1024];
     snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
     /* 1: down to the last run listed; the same damage met from the other
      * side is said once */
     if (st && st != 1 && strcmp(msg, v->list_fault)) {
-        char whole[1100];
         snprintf(whole, sizeof whole, "the run list, from its end: %s", msg);
         fault(v, NULL, whole);
     }
     for (size_t i = from, j = v->n_ids; j > i + 1; i++, j--) {
-        char *t = v->ids[i]; /* in the listing's order again */
+        char *t = v->ids[i], *w = v->why[i]; /* in the listing's order */
         v->ids[i] = v->ids[j - 1];
+        v->why[i] = v->why[j - 1];
         v->ids[j - 1] = t;
+        v->why[j - 1] = w;
     }
 }
 

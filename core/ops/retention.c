@@ -288,7 +288,20 @@ typedef struct chosen {
     const rule *r;
     char **ids;
     size_t n, cap;
+    size_t damaged;                   /* runs whose record cannot be read */
+    char damaged_msg[PL__ERRMSG_MAX]; /* the first one's */
 } chosen;
+
+/* A run whose record cannot be read: passed over, the first one's
+ * message kept. */
+static int pass_damaged(const char *id, int st, const char *why, void *user)
+{
+    (void)id, (void)st;
+    chosen *c = user;
+    if (!c->damaged++)
+        snprintf(c->damaged_msg, sizeof c->damaged_msg, "%s", why);
+    return 0;
+}
 
 static int choose(const pl_run_info *info, void *user)
 {
@@ -330,20 +343,20 @@ static int expire_all(pl_engine *e)
  * then the first such run's PL_ECORRUPT is returned. */
 static int prune(pl_engine *e, const rule *r, unsigned batch, uint64_t *deleted)
 {
-    chosen c = {r, NULL, 0, 0};
-    size_t damaged = 0;
-    char damaged_msg[PL__ERRMSG_MAX];
+    chosen c = {r, NULL, 0, 0, 0, ""};
+    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
+    ro.damaged = pass_damaged;
     /* what an interrupted prune left, first */
     int st = r->dry_run ? PL_OK : purge_all(e);
     if (!st)
-        st = pl__runs_past_damaged(e, choose, &c, &damaged, damaged_msg);
+        st = pl_engine_runs_from(e, &ro, choose, &c);
     for (size_t i = 0; !st && i < c.n; i += batch)
         st = delete_batch(e, c.ids + i, c.n - i < batch ? c.n - i : batch, r,
                           deleted);
     if (!st && !r->dry_run)
         st = expire_all(e);
-    if (!st && damaged) {
-        pl__errmsg_restore(damaged_msg);
+    if (!st && c.damaged) {
+        pl__err(PL_ECORRUPT, "%s", c.damaged_msg);
         st = PL_ECORRUPT;
     }
     for (size_t i = 0; i < c.n; i++)

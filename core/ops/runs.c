@@ -175,13 +175,13 @@ static void page_reads_free(page_reads *r, size_t n)
     free(r->found);
 }
 
-/* Ask the leases of the runs of @p r that need it, in one query; a lease
- * that cannot be read leaves what the state record says, as
+/* Ask the leases of the runs [@p from, @p n) of @p r that need it, in one
+ * query; a lease that cannot be read leaves what the state record says, as
  * pl__run_lease_alive() does. */
-static void page_leases(pl_engine *e, page_reads *r, size_t n)
+static void page_leases(pl_engine *e, page_reads *r, size_t from, size_t n)
 {
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = from; i < n; i++)
         if (r->infos[i] && r->ask[i])
             r->lease_nums[m++] = r->nums[i];
     if (!m)
@@ -191,7 +191,7 @@ static void page_leases(pl_engine *e, page_reads *r, size_t n)
     int st = pl__store_leases_get(e->store, r->lease_nums, m, r->leases,
                                   r->found);
     pl__errmsg_restore(saved);
-    for (size_t i = 0, k = 0; i < n; i++) {
+    for (size_t i = from, k = 0; i < n; i++) {
         if (!r->infos[i] || !r->ask[i])
             continue;
         pl_run_info *p = r->infos[i];
@@ -204,13 +204,47 @@ static void page_leases(pl_engine *e, page_reads *r, size_t n)
     }
 }
 
+/* PL_ECORRUPT for run record @p i of @p page, too short for its number or
+ * under a key longer than an id (named by the run before it). */
+static int malformed(const pl__kvs *page, size_t i, const char *after)
+{
+    const pl__kv *kv = &page->e[i];
+    if (kv->klen <= PL_MAX_RUN_ID)
+        return pl__err(PL_ECORRUPT, "run '%.*s': its record is malformed",
+                       (int)kv->klen, (const char *)pl__kvs_key(page, i));
+    const pl__kv *prev = i ? &page->e[i - 1] : NULL;
+    return pl__err(PL_ECORRUPT, "a run record after run '%.*s' is malformed",
+                   prev ? (int)prev->klen : (int)strlen(after),
+                   prev ? (const char *)pl__kvs_key(page, i - 1) : after);
+}
+
+/* Tell @p o->damaged of run @p i of @p page, whose record failed with
+ * @p st (its message set): PL_ECORRUPT with an id that can be told, else
+ * @p st itself, which ends the listing. */
+static int tell_damaged(const pl_runs_options *o, const pl__kvs *page, size_t i,
+                        int st, void *user)
+{
+    const pl__kv *kv = &page->e[i];
+    if (!o->damaged || st != PL_ECORRUPT || kv->klen > PL_MAX_RUN_ID)
+        return st;
+    char id[PL_MAX_RUN_ID + 1], why[PL__ERRMSG_MAX];
+    memcpy(id, pl__kvs_key(page, i), kv->klen);
+    id[kv->klen] = '\0';
+    pl__errmsg_save(why);
+    pl__err_clear();
+    return o->damaged(id, st, why, user);
+}
+
 /*
  * Visit the runs of @p page.  Their states are read together (when that
  * fails, each with its run, so that a run whose records are bad fails
- * where it stands, after the runs before it were visited).
+ * where it stands, after the runs before it were visited); a run whose
+ * record cannot be read goes to @p o->damaged, when set, and the runs past
+ * it are visited in turn.
  */
 static int visit_page(pl_engine *e, const pl__kvs *page, const char *after,
-                      pl_run_visit_fn visit, void *user)
+                      const pl_runs_options *o, pl_run_visit_fn visit,
+                      void *user)
 {
     size_t n = page->n;
     page_reads r = {0};
@@ -228,9 +262,8 @@ static int visit_page(pl_engine *e, const pl__kvs *page, const char *after,
     int st = PL_OK;
     for (size_t i = 0; i < n; i++) {
         const pl__kv *kv = &page->e[i];
-        if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID)
-            break; /* said below, in its place */
-        r.nums[i] = pl__get_be64(pl__kvs_val(page, i));
+        if (kv->vlen >= 8 && kv->klen <= PL_MAX_RUN_ID) /* else said below */
+            r.nums[i] = pl__get_be64(pl__kvs_val(page, i));
     }
     char saved[PL__ERRMSG_MAX];
     pl__errmsg_save(saved);
@@ -243,40 +276,44 @@ static int visit_page(pl_engine *e, const pl__kvs *page, const char *after,
     }
     pl__errmsg_restore(saved);
     /* build every info first (stopping at the first bad run), so that
-     * the leases are asked together; then visit */
-    size_t built = 0;
-    int build_st = PL_OK;
-    for (; built < n; built++) {
-        const pl__kv *kv = &page->e[built];
-        if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
-            build_st = pl__err(PL_ECORRUPT,
-                               "a run record after run '%s' is malformed",
-                               after);
-            break;
+     * the leases are asked together; then visit; then go past the bad run
+     * when o->damaged is told of it */
+    for (size_t from = 0; !st && from < n;) {
+        size_t built = from;
+        int build_st = PL_OK;
+        for (; built < n; built++) {
+            const pl__kv *kv = &page->e[built];
+            if (kv->vlen < 8 || kv->klen > PL_MAX_RUN_ID) {
+                build_st = malformed(page, built, after);
+                break;
+            }
+            const uint8_t *v = pl__kvs_val(page, built);
+            build_st = pl__run_info_build(e,
+                                          (const char *)pl__kvs_key(page,
+                                                                    built),
+                                          kv->klen, r.nums[built], v + 8,
+                                          kv->vlen - 8,
+                                          r.states ? &r.states[built] : NULL,
+                                          &r.ask[built], &r.infos[built]);
+            if (build_st == PL_ENOTFOUND) { /* deleted meanwhile: gone */
+                pl__err_clear();
+                build_st = PL_OK;
+                continue;
+            }
+            if (build_st)
+                break;
         }
-        const uint8_t *v = pl__kvs_val(page, built);
-        build_st = pl__run_info_build(e, (const char *)pl__kvs_key(page, built),
-                                      kv->klen, r.nums[built], v + 8,
-                                      kv->vlen - 8,
-                                      r.states ? &r.states[built] : NULL,
-                                      &r.ask[built], &r.infos[built]);
-        if (build_st == PL_ENOTFOUND) { /* deleted meanwhile: gone */
-            pl__err_clear();
-            build_st = PL_OK;
-            continue;
-        }
-        if (build_st)
+        char built_err[PL__ERRMSG_MAX];
+        pl__errmsg_save(built_err);
+        page_leases(e, &r, from, built);
+        for (size_t i = from; !st && i < built; i++)
+            if (r.infos[i])
+                st = visit(r.infos[i], user);
+        if (st || !build_st)
             break;
-    }
-    char built_err[PL__ERRMSG_MAX];
-    pl__errmsg_save(built_err);
-    page_leases(e, &r, built);
-    for (size_t i = 0; !st && i < built; i++)
-        if (r.infos[i])
-            st = visit(r.infos[i], user);
-    if (!st && build_st) {
         pl__errmsg_restore(built_err);
-        st = build_st;
+        st = tell_damaged(o, page, built, build_st, user);
+        from = built + 1;
     }
     page_reads_free(&r, n);
     return st;
@@ -315,60 +352,17 @@ int pl_engine_runs_from(pl_engine *e, const pl_runs_options *opts,
         }
         if (!page.n)
             break;
-        st = visit_page(e, &page, after, visit, user);
+        st = visit_page(e, &page, after, &o, visit, user);
         if (st)
             break;
         const pl__kv *last = &page.e[page.n - 1];
+        if (last->klen > PL_MAX_RUN_ID) { /* told, but no cursor passes it */
+            st = malformed(&page, page.n - 1, after);
+            break;
+        }
         memcpy(after, pl__kvs_key(&page, page.n - 1), last->klen);
         after[last->klen] = '\0';
     }
     pl__kvs_free(&page);
     return st;
-}
-
-/* pl__runs_past_damaged()'s walk: the last run visited, and whether the
- * visitor stopped it. */
-typedef struct past_damaged {
-    pl_run_visit_fn visit;
-    void *user;
-    char last[PL_MAX_RUN_ID + 1];
-    int stopped;
-} past_damaged;
-
-static int past_visit(const pl_run_info *ri, void *user)
-{
-    past_damaged *p = user;
-    snprintf(p->last, sizeof p->last, "%s", ri->id);
-    return p->stopped = p->visit(ri, p->user);
-}
-
-int pl__runs_past_damaged(pl_engine *e, pl_run_visit_fn visit, void *user,
-                          size_t *damaged, char *first_msg)
-{
-    past_damaged p = {visit, user, "", 0};
-    pl_runs_options ro = PL_RUNS_OPTIONS_INIT;
-    *damaged = 0;
-    for (;;) {
-        ro.after = p.last[0] ? p.last : NULL;
-        int st = pl_engine_runs_from(e, &ro, past_visit, &p);
-        if (st != PL_ECORRUPT || p.stopped)
-            return st;
-        /* the run that failed is the one after the last visited: read its
-         * id alone, and go on past it (ids come strictly increasing) */
-        char msg[PL__ERRMSG_MAX];
-        pl__errmsg_save(msg);
-        pl__kvs next = {0};
-        int nst = pl__store_runs(e->store, ro.after, false, 1, &next);
-        bool ok = !nst && next.n == 1 && next.e[0].klen <= PL_MAX_RUN_ID;
-        if (ok) {
-            memcpy(p.last, pl__kvs_key(&next, 0), next.e[0].klen);
-            p.last[next.e[0].klen] = '\0';
-        }
-        pl__kvs_free(&next);
-        pl__errmsg_restore(msg);
-        if (!ok)
-            return st;
-        if (!(*damaged)++)
-            memcpy(first_msg, msg, PL__ERRMSG_MAX);
-    }
 }

@@ -326,7 +326,17 @@ typedef int (*pl_run_visit_fn)(const pl_run_info *info, void *user);
  */
 int pl_engine_runs(pl_engine *engine, pl_run_visit_fn visit, void *user);
 
-#define PL_RUNS_OPTIONS_VERSION 1
+#define PL_RUNS_OPTIONS_VERSION 2
+
+/**
+ * Told of a run whose record cannot be read (pl_runs_options.damaged): its
+ * id, the status (PL_ECORRUPT: the record fails its checksum or is
+ * malformed) and pl_errmsg()'s text.  Return non-zero to stop (that value
+ * is returned); the listing goes on past it otherwise.  @p user is the
+ * visitor's.
+ */
+typedef int (*pl_run_damaged_fn)(const char *run_id, int status,
+                                 const char *why, void *user);
 
 /** Where pl_engine_runs_from() starts and which way it goes.  Initialise
  *  with PL_RUNS_OPTIONS_INIT. */
@@ -337,9 +347,16 @@ typedef struct pl_runs_options {
                             NULL or "" = from the start */
     bool reverse;      /**< descending byte order of the ids: for the ids
                             the engine makes, newest first */
+    /* version 2 */
+    pl_run_damaged_fn damaged; /**< NULL: a run record that cannot be read
+                                    ends the listing with PL_ECORRUPT,
+                                    naming the run; set: that run is told
+                                    here, and the listing goes on past it
+                                    (an id that is itself damaged, which
+                                    no cursor can pass, still ends it) */
 } pl_runs_options;
 
-#define PL_RUNS_OPTIONS_INIT { PL_RUNS_OPTIONS_VERSION, NULL, false }
+#define PL_RUNS_OPTIONS_INIT { PL_RUNS_OPTIONS_VERSION, NULL, false, NULL }
 
 /**
  * pl_engine_runs() from a cursor, either way: every run whose id sorts
