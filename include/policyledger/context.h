@@ -302,7 +302,8 @@ int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *ctx);
 /**
  * A side effect's function: produce a value (any JSON).
  * @param[out] out_value a new cJSON the engine takes ownership of.
- * @return PL_OK, or a status that fails the run.
+ * @return PL_OK, or a status that fails the run (a value that is no
+ *         pl_status, 1 say, fails it with PL_EPOLICY).
  */
 typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
 
@@ -314,7 +315,8 @@ typedef int (*pl_side_effect_fn)(cJSON **out_value, void *user);
  * @param name a short label, compared on replay.
  * @param[out] out_value caller owns; free with cJSON_Delete().  NULL on
  *             failure.
- * @return PL_OK; fn's status; PL_EINVAL (a NULL @p out_value or @p fn, a
+ * @return PL_OK; fn's status (PL_EPOLICY for one that is no pl_status);
+ *         PL_EINVAL (a NULL @p out_value or @p fn, a
  *         @p name not 1..PL_MAX_NAME bytes of UTF-8 without a C0
  *         control character or DEL, a stale context: refused, the run
  *         goes on); the run-stopping statuses of pl_ctx_call().
