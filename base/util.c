@@ -94,6 +94,11 @@ const char *pl_status_name(int status)
     return "PL_UNKNOWN";
 }
 
+bool pl__status_failure(int status)
+{
+    return status < 0 && strcmp(pl_status_name(status), "PL_UNKNOWN") != 0;
+}
+
 const char *pl_version(void) { return PL_VERSION_STRING; }
 
 static _Thread_local char tl_msg[PL__ERRMSG_MAX];

@@ -131,6 +131,11 @@ PL__HIDDEN int pl__err(int status, const char *fmt, ...) PL__PRINTF(2, 3);
 PL__HIDDEN int pl__err_run(int status, const char *run_id);
 PL__HIDDEN int pl__verr(int status, const char *fmt, va_list ap);
 
+/* Is @p status a pl_status that says a failure (negative, and one of
+ * PL_STATUS_MAP)?  What user code returns (a policy, a decorator, a side
+ * effect's function) is not always one: "non-zero: failed" is C's habit. */
+PL__HIDDEN bool pl__status_failure(int status);
+
 /* Forget the thread's message (before running user code), and ask whether
  * one was set since. */
 PL__HIDDEN void pl__err_clear(void);

@@ -11,8 +11,32 @@
 
 TestSuite(api_promises, .timeout = 120, .fini = t_cleanup);
 
-/* ---- pl_ctx_side_effect(): a function that returns what is no status ---- */
+/* A run of @p fn (registered as "probe", given @p user) on a new store: it
+ * must reach an outcome, and fail with PL_EPOLICY and a reason holding
+ * @p what and @p why. */
+static void fails_with_epolicy(pl_policy_fn fn, void *user, const char *what,
+                               const char *why)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "probe", fn, user), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = NULL;
+    cr_assert_eq(t_try_start(&o, e, "probe", "{}", "r"), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_FAILED);
+    cr_assert_eq(o->error, PL_EPOLICY, "error %d (%s)", o->error,
+                 pl_status_name(o->error));
+    cr_assert(strstr(o->reason, what) && strstr(o->reason, why), "%s",
+              o->reason);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
 
+/* ---- user code that returns what is no status --------------------------- */
+
+/* pl_side_effect_fn: "PL_OK, or a status that fails the run"; 1 is none,
+ * and failed the run by pl__run_fail()'s assertion (a crash). */
 static int returns_one(cJSON **out, void *user)
 {
     (void)user;
@@ -32,27 +56,48 @@ static int side_effect_one(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     return st;
 }
 
-/* pl_side_effect_fn: "PL_OK, or a status that fails the run"; 1 is no
- * status, and failed the run by an assertion (a crash) */
 Test(api_promises, a_side_effect_returning_no_status_fails_the_run)
 {
-    pl_registry *reg = t_registry();
     int seen = 0;
-    cr_assert_eq(pl_registry_add_fn(reg, "se_one", side_effect_one, &seen),
-                 PL_OK);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
-    pl_outcome *o = NULL;
-    int st = t_try_start(&o, e, "se_one", "{}", "r");
-    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_FAILED);
-    cr_assert_str_neq(pl_status_name(o->error), "PL_UNKNOWN",
-                      "error %d is no pl_status", o->error);
-    cr_assert_eq(o->error, PL_EPOLICY);
+    fails_with_epolicy(side_effect_one, &seen, "side effect 'probe'",
+                       "returned 1, which is no pl_status");
     cr_assert_eq(seen, PL_EPOLICY);
-    cr_assert(strstr(o->reason, "'probe'") &&
-                  strstr(o->reason, "returned 1, which is no pl_status"),
-              "%s", o->reason);
-    pl_outcome_free(o);
-    pl_engine_close(e);
-    pl_registry_free(reg);
+}
+
+/* A decorator's 1 hit the same assertion. */
+static int deco_one(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                    const pl_decorator *self, pl_next *next)
+{
+    (void)ctx;
+    (void)a;
+    (void)out;
+    (void)self;
+    (void)next;
+    return 1;
+}
+
+static int calls_through_deco(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                              void *user)
+{
+    (void)a;
+    (void)out;
+    pl_action call = PL_ACTION_INIT;
+    call.policy = "echo";
+    call.payload = pl_json_empty();
+    pl_decorator d = PL_DECORATOR_INIT;
+    d.fn = deco_one;
+    d.name = "one";
+    pl_step *res = NULL;
+    int st = pl_ctx_call(&res, ctx, &call, &d, 1);
+    *(int *)user = st;
+    cr_assert_null(res);
+    return st;
+}
+
+Test(api_promises, a_decorator_returning_no_status_fails_the_run)
+{
+    int seen = 0;
+    fails_with_epolicy(calls_through_deco, &seen, "a decorator around 'echo'",
+                       "returned 1, which is no pl_status");
+    cr_assert_eq(seen, PL_EPOLICY);
 }

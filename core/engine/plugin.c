@@ -257,7 +257,7 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
     st = init(scratch);
     if (st) {
         const char *name = pl_status_name(st);
-        bool known = strcmp(name, "PL_UNKNOWN") != 0 && st < 0;
+        bool known = pl__status_failure(st);
         const char *why = pl_errmsg();
         pl__err(known ? st : PL_EPLUGIN,
                 "plugin '%s': its entry point failed with %s%s%s%s", path,

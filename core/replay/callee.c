@@ -211,7 +211,12 @@ int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq, bool call_replayed,
     assert(r->cur == child || r->stop);
     r->cur = c; /* the child's context is stale from here on */
     pl_steps_clear(&child->view); /* nothing reads it again: free it now */
-    if (st && !r->stop) {
+    if (st && !r->stop && !pl__status_failure(st)) {
+        st = pl__run_fail(r, PL_EPOLICY,
+                          "run %s: a decorator around '%s' at %s returned "
+                          "%d, which is no pl_status",
+                          r->id, def->name, child->path, st);
+    } else if (st && !r->stop) {
         bool said = pl__errmsg_set();
         st = pl__run_fail(r, st,
                           "run %s: a decorator around '%s' at %s "

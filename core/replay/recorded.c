@@ -139,9 +139,7 @@ static int recorded_checked(pl_ctx *c, const char *name, produce_fn fn,
     cJSON *value = NULL;
     pl__err_clear();
     st = fn(&value, user);
-    if (st > 0 || (st && strcmp(pl_status_name(st), "PL_UNKNOWN") == 0)) {
-        /* "non-zero: failed" is C's habit, but no pl_status: the run
-         * records one that is */
+    if (st && !pl__status_failure(st)) { /* the run records one that is */
         cJSON_Delete(value);
         return pl__run_fail(r, PL_EPOLICY,
                             "run %s: side effect '%s' at %s failed: it "

@@ -25,7 +25,10 @@ typedef struct pl_next pl_next;
 /**
  * A decorator wraps the rest of the chain: it may run @p next any number of
  * times (pl_next_call()), change the action, and add steps (pl_ctx_emit()).
- * Steps the policy returns are recorded by the chain's end.
+ * Steps the policy returns are recorded by the chain's end.  Returns
+ * PL_OK, or a pl_status (pl_next_call()'s, unchanged, or one of its own)
+ * that fails the call's run; a value that is no pl_status (1, say) fails
+ * it with PL_EPOLICY.
  */
 typedef int (*pl_decorator_fn)(pl_ctx *ctx, const pl_action *action,
                                pl_steps *out, const pl_decorator *self,
