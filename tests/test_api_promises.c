@@ -101,3 +101,36 @@ Test(api_promises, a_decorator_returning_no_status_fails_the_run)
                        "returned 1, which is no pl_status");
     cr_assert_eq(seen, PL_EPOLICY);
 }
+
+/* ---- pl_engine_prune(): a visitor's value that is no pl_status ---------- */
+
+static int stop_with(const pl_run_info *info, void *user)
+{
+    (void)info;
+    return *(int *)user;
+}
+
+/* pl_prune_fn: "any other value stops the prune before that run is
+ * deleted, and is returned (PL_EINVAL if it is no pl_status)": -500 is
+ * none, and was returned as it was. */
+Test(api_promises, a_prune_visitor_value_that_is_no_status_is_einval)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome_free(t_start(e, "echo", "{}", "done"));
+    int values[] = {-500, -29, 7, PL_EBUSY};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        pl_prune_options po = PL_PRUNE_OPTIONS_INIT;
+        po.before = stop_with;
+        po.user = &values[i];
+        uint64_t deleted = 99;
+        int st = pl_engine_prune(e, &po, &deleted);
+        int want = values[i] == PL_EBUSY ? PL_EBUSY : PL_EINVAL;
+        cr_assert_eq(st, want, "visitor %d: %d (%s)", values[i], st,
+                     pl_errmsg());
+        cr_assert_eq(deleted, 0);
+        cr_assert_eq(status_of(e, "done"), PL_RUN_COMPLETED);
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

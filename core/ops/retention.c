@@ -197,7 +197,7 @@ static int offer(pl_engine *e, const rule *r, const char *id)
         return st;
     int rc = r->before(info, r->user);
     pl_run_info_free(info);
-    if (rc > 0 || rc < -1000)
+    if (rc && !pl__status_failure(rc))
         return pl__err(PL_EINVAL,
                        "pl_engine_prune: the visitor returned %d, "
                        "which is no pl_status",
