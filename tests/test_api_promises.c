@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 TestSuite(api_promises, .timeout = 120, .fini = t_cleanup);
 
@@ -131,6 +133,44 @@ Test(api_promises, a_prune_visitor_value_that_is_no_status_is_einval)
         cr_assert_eq(deleted, 0);
         cr_assert_eq(status_of(e, "done"), PL_RUN_COMPLETED);
     }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- pl_run_fork(): a step past the root ledger's end ------------------- */
+
+/* "PL_ENOTFOUND (no such run, or its root ledger has no such step)": a
+ * step id near UINT32_MAX asked for a table of that many entries (4 GiB)
+ * before the step was looked for, so with the address space bounded the
+ * fork said PL_ENOMEM.  The bound is the process's own (each test is a
+ * process of its own); AddressSanitizer's shadow memory does not fit it. */
+Test(api_promises, a_fork_at_a_step_far_past_the_end_is_enotfound)
+{
+    if (T_SANITIZED)
+        cr_skip_test("AddressSanitizer reserves more than the bound");
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome_free(t_start(e, "chain", "{\"n\": 2}", "src"));
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert(f && fscanf(f, "%ld", &pages) == 1);
+    fclose(f);
+    struct rlimit was;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &was), 0);
+    struct rlimit bound = was;
+    bound.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) +
+                     ((rlim_t)1 << 30);
+    cr_assert_eq(setrlimit(RLIMIT_AS, &bound), 0);
+    const char *far[] = {"0:4294967294", "0:4000000000", "0:9"};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        char *id = (char *)"unset";
+        int st = pl_run_fork(&id, e, "src", far[i], NULL);
+        cr_assert_eq(st, PL_ENOTFOUND, "%s: %s (%s)", far[i],
+                     pl_status_name(st), pl_errmsg());
+        cr_assert_null(id);
+        cr_assert(strstr(pl_errmsg(), far[i]), "%s", pl_errmsg());
+    }
+    cr_assert_eq(setrlimit(RLIMIT_AS, &was), 0);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

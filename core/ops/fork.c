@@ -91,15 +91,17 @@ static int root_answers(pl_engine *e, uint64_t num, uint32_t at, const char *id,
     uint8_t prefix[PL__PREFIX_MAX];
     size_t plen = pl__ledger_prefix(prefix, num, NULL, 0);
     pl__kvs got = {0};
-    bool *answered = calloc((size_t)at + 1, sizeof *answered);
-    if (!answered)
-        return pl__err(PL_ENOMEM, "out of memory");
+    /* the step first: a table of @p at entries is made for a step that is
+     * there, never for any number a caller gives */
     int st = pl__store_read(e->store, prefix, plen, at, 1, 1, &got);
     if (!st && got.n != 1)
         st = pl__err(PL_ENOTFOUND,
                      "run '%s' has no step 0:%u in its root "
                      "ledger",
                      id, at);
+    bool *answered = st ? NULL : calloc((size_t)at + 1, sizeof *answered);
+    if (!st && !answered)
+        st = pl__err(PL_ENOMEM, "out of memory");
     for (uint32_t seq = 0; !st && seq < at;) {
         pl__kvs_reset(&got);
         st = pl__store_read(e->store, prefix, plen, seq, 256, (size_t)1 << 20,
