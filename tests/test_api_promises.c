@@ -3,6 +3,7 @@
  * at the edges the other tests leave: each test calls a function as its
  * header says and checks exactly what that header promises.
  */
+#define _DEFAULT_SOURCE /* usleep() */
 #include "support.h"
 
 #include <stdio.h>
@@ -172,5 +173,58 @@ Test(api_promises, a_fork_at_a_step_far_past_the_end_is_enotfound)
     }
     cr_assert_eq(setrlimit(RLIMIT_AS, &was), 0);
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* ---- pl_run_import(): a submitted run ------------------------------------ */
+
+/* A run exported while queued (`submitted`, never taken) was imported
+ * `submitted` with no place in the queue: pl_run_submit()'s "the first
+ * worker to take the lease executes it" never came true, and nothing said
+ * so.  Imported, it is queued, and a worker executes it. */
+Test(api_promises, an_imported_submitted_run_is_taken_by_a_worker)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *a = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_engine *b = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "echo";
+    cJSON *payload = t_json("{\"x\": 1}");
+    root.payload = payload;
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "queued";
+    cr_assert_eq(pl_run_submit(NULL, a, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(payload);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    cr_assert_eq(pl_run_export(a, "queued", out), PL_OK, "%s", pl_errmsg());
+    fclose(out);
+    FILE *in = fmemopen(text, len, "r");
+    char *id = NULL;
+    cr_assert_eq(pl_run_import(&id, b, in, NULL), PL_OK, "%s", pl_errmsg());
+    fclose(in);
+    cr_assert_str_eq(id, "queued");
+    free(id);
+    free(text);
+    cr_assert_eq(status_of(b, "queued"), PL_RUN_SUBMITTED);
+    cr_assert_eq(pl_run_verify(b, "queued"), PL_OK, "%s", pl_errmsg());
+    /* a worker takes it: bounded by a minute, never a timing assertion */
+    t_worker w;
+    t_worker_start(&w, b, 1);
+    for (int i = 0; i < 6000 && status_of(b, "queued") != PL_RUN_COMPLETED; i++)
+        usleep(10000);
+    t_worker_stop(&w);
+    cr_assert_eq(status_of(b, "queued"), PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(status_of(b, "queued")));
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, b, "queued", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    char *got = t_text(pl_outcome_result(o));
+    cr_assert_str_eq(got, "{\"x\":1}");
+    free(got);
+    pl_outcome_free(o);
+    pl_engine_close(a);
+    pl_engine_close(b);
     pl_registry_free(reg);
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "claim.h"
 #include "export.h"
 #include "internal.h"
 #include "path.h"
@@ -793,6 +794,12 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         goto done;
     create.create_id = id;
     create.create_info = &new_info;
+    /* a queued run: its lease, held here until it is whole, then handed
+     * to the queue (a crash between leaves it to expire, and the run
+     * `failed`) */
+    bool queued = rs.status == PL_RUN_SUBMITTED;
+    create.lease_owner = queued ? e->worker : NULL;
+    create.lease_us = e->lease_us;
     if ((st = pl__engine_commit(e, &create)))
         goto done;
     if (create.rc) { /* taken meanwhile, or a deleted run's tombstone */
@@ -847,6 +854,8 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if ((st = pl__run_state_encode(&fill.state, id, &rs)) ||
         (st = pl__engine_commit(e, &fill)))
         goto done;
+    if (queued)
+        pl__run_hand_back(e, create.run, 1, PL__HAND_BACK_US);
     *out_run_id = id_copy;
     id_copy = NULL;
 done:

@@ -563,7 +563,9 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * payload, actions, seed, creation time, and status (completed, suspended
  * with its prompt and token, failed with its reason, cancelled with its
  * reason, waiting with its timer (due at its wake time or deadline, as
- * the wait set it), or running with no owner, for pl_run_continue() to
+ * the wait set it), submitted (queued again, for the first worker to
+ * take; the export holds no priority or concurrency key, so it has
+ * none), or running with no owner, for pl_run_continue() to
  * finish), and its inbox (events not yet consumed, a cancellation not yet
  * seen), so that a waiting run continues there as it would have where it
  * came from (a waiting run with an inbox is due at once, to look).
