@@ -228,3 +228,22 @@ Test(api_promises, an_imported_submitted_run_is_taken_by_a_worker)
     pl_engine_close(b);
     pl_registry_free(reg);
 }
+
+/* ---- pl_run_head(): which runs record a head ----------------------------- */
+
+/* "PL_ESTATE (only a completed, continued or suspended run records its
+ * head ...)": the refusal's message left the continued run out, telling
+ * its reader that a continued run has no head to ask for. */
+Test(api_promises, a_head_refused_names_every_status_that_has_one)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome_free(t_start(e, "fail", "{}", "failed"));
+    uint8_t head[PL_HASH_LEN];
+    cr_assert_eq(pl_run_head(head, e, "failed"), PL_ESTATE);
+    cr_assert(strstr(pl_errmsg(), "is failed") &&
+                  strstr(pl_errmsg(), "completed, continued or suspended"),
+              "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

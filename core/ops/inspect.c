@@ -524,7 +524,7 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
                                  rs.status != PL_RUN_CONTINUED &&
                                  rs.status != PL_RUN_SUSPENDED)))
         st = pl__err(PL_ESTATE,
-                     "run '%s' is %s: only a completed or "
+                     "run '%s' is %s: only a completed, continued or "
                      "suspended run records its head",
                      run_id,
                      pl_run_status_name(rs.status)
