@@ -199,7 +199,8 @@ typedef struct tool {
     cJSON *summary;    /* --json: added to the document */
     cJSON *sched_json; /* --json: --schedule-put's schedule */
     bool printed;      /* --json: the document is out */
-    bool trace_made;   /* --trace FILE did not exist: this process made it */
+    int why; /* the library's status of the first refusal: --json's error */
+    bool trace_made; /* --trace FILE did not exist: this process made it */
 } tool;
 
 /* ---- replay_time.c ---- */

@@ -53,6 +53,7 @@ int prepare_import(tool *t)
         fclose(in);
         cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
+        t->why = st;
         /* a changed export is refused; anything else is a bad request */
         return st == PL_ECORRUPT ? EXIT_FAILED : EXIT_USAGE;
     }
@@ -68,6 +69,7 @@ void mode_import(tool *t)
     if (st) {
         cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
+        t->why = st;
         /* a changed export is refused; anything else is a bad request */
         worst(t, st == PL_ECORRUPT ? EXIT_FAILED : write_code(st));
         return;

@@ -485,7 +485,8 @@ const char *mode_name(enum mode m)
 /* --json's one document, printed whatever the command came to: its runs
  * and their summaries, the exit status, and for a failure (bad usage too) the first
  * message said (`message`) and the library's status where one says why
- * (`error`: a plugin, an MCP server or the store that cannot be had).
+ * (`error`: a plugin, an MCP server or the store that cannot be had, else
+ * t->why: no such run, a refused fork or import).
  * Returns the exit status, EXIT_FAILED when the document cannot be made. */
 int print_document(tool *t, int rc, const char *error)
 {
@@ -510,6 +511,8 @@ int print_document(tool *t, int rc, const char *error)
             cJSON_AddItemToObject(doc, "schedule", t->sched_json);
         t->sched_json = NULL;
         cJSON_AddNumberToObject(doc, "exit", rc);
+        if (rc && !error && t->why)
+            error = pl_status_name(t->why);
         if (rc && error)
             cJSON_AddStringToObject(doc, "error", error);
         if (rc && cli_first_error())
