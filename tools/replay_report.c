@@ -437,7 +437,17 @@ int open_observers(tool *t)
         oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
         int st = pl_otel_open(&t->w.otel, &oo);
         if (st) {
-            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
+            /* name what asked for the exporter: the flag, else the
+             * variable pl_otel_open() took the endpoint from; the headers
+             * come from the environment alone */
+            const char *from = t->opt.otel ? "--otel"
+                               : env_traces && *env_traces
+                                   ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+                                   : "OTEL_EXPORTER_OTLP_ENDPOINT";
+            const char *hdrs = getenv("OTEL_EXPORTER_OTLP_HEADERS");
+            cli_error("%s%s: %s (%s)", from,
+                      hdrs && *hdrs ? " with OTEL_EXPORTER_OTLP_HEADERS" : "",
+                      pl_errmsg(), pl_status_name(st));
             return -1;
         }
     }
