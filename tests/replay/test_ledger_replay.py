@@ -231,6 +231,20 @@ def case_usage():
             check(p.stderr.startswith("ledger-replay: "),
                   "usage error without a message on stderr", argv, p.stderr)
             check(p.stdout == "", "usage error printed on stdout", argv)
+        # no mode, with a plugin or without (--prune, --import and others
+        # need none): the message offers every mode --help lists
+        modes = ("--run", "--all", "--resume", "--check", "--upgrade",
+                 "--fork", "--signal", "--cancel", "--wake", "--import",
+                 "--worker", "--submit", "--prune", "--schedule-put",
+                 "--schedule-delete")
+        for argv in ([s.path], [s.path, "--plugin", ARGS.order_plugin],
+                     [s.path, "--json"]):
+            p = run([ARGS.tool] + argv, expect=1)
+            missing = [m for m in modes
+                       if not re.search(re.escape(m) + r"\b(?!-)", p.stderr)]
+            check("nothing to do" in p.stderr and not missing,
+                  "no mode: the message leaves out %s" % missing, argv,
+                  p.stderr)
         check(not os.path.exists(s.path), "a usage error created the store")
     finally:
         s.close()
