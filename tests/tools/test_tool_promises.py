@@ -632,6 +632,23 @@ class Replay(Stores, unittest.TestCase):
                                             doc["message"]),
                              err.splitlines(True)[0], args)
 
+    def test_all_last_line_as_tools_md_shows_it(self):
+        """--all's last line, in docs/tools.md's example of an order
+        finished after a crash, is the one the tool prints (the counts
+        aside)."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        last = self.ok(A.replay, store, *p, "--all").splitlines()[-1]
+        shape = re.sub(r"\d+", "N", last)
+        with open(os.path.join(A.source, "docs", "tools.md")) as f:
+            doc = f.read()
+        shown = re.findall(r"^\d+ crashed run\(s\) continued.*$", doc, re.M)
+        self.assertTrue(shown, "tools.md shows no --all last line")
+        for line in shown:
+            self.assertEqual(re.sub(r"\d+", "N", line), shape, last)
+
     def test_json_error_of_a_refused_run(self):
         """--json's error is the library's status of a refusal once the
         store is open too (no such run, a deleted one, a fork step that is
