@@ -863,8 +863,10 @@ int main(int argc, char **argv)
     rc = t.exit;
     rc = print_document(&t, rc, NULL);
     /* a summary lost to a full disk must not pass for one written */
-    if (!cli_stdout_ok() && rc != EXIT_USAGE)
+    if (!cli_stdout_ok() && rc != EXIT_USAGE) {
+        say_lost(&t);
         rc = EXIT_OPEN;
+    }
 done:
     /* a command that stopped before its runs still prints its document */
     rc = print_document(&t, rc, why);

@@ -206,15 +206,15 @@ void mode_submit(tool *t)
         cli_error("cannot submit a run of %s: %s (%s)", QUOTE(t->opt.submit),
                   pl_errmsg(), pl_status_name(st));
         worst(t, write_code(st));
-    } else if (t->opt.json && t->runs) {
+    } else {
         /* run_id as every mode's summary has it; run as it was first */
         cJSON *j = json_run(t, id);
         if (j) {
             cJSON_AddStringToObject(j, "run", id);
             cJSON_AddStringToObject(j, "status", "submitted");
         }
-    } else {
-        printf("%s\n", cli_text(id));
+        if (!t->opt.json)
+            printf("%s\n", cli_text(id));
     }
     free(id);
 }

@@ -210,6 +210,10 @@ cJSON *json_refused(const id_list *ids, const int *why)
 /* The JSON object for one run, added to t->runs (NULL without --json). */
 cJSON *json_run(tool *t, const char *id)
 {
+    /* a full disk would lose the summary, and with it a new run's id:
+     * say_lost() names the runs */
+    if (!ids_push(&t->said, id))
+        t->said.oom = true;
     if (!t->opt.json)
         return NULL;
     cJSON *o = cJSON_CreateObject();
@@ -490,6 +494,27 @@ const char *mode_name(enum mode m)
     case MODE_WAKE: return "wake";
     default: return "none";
     }
+}
+
+/* The output is lost (a full disk): name the runs it summed up, whose
+ * ids (a new run's: --submit, --fork, --import) went nowhere else. */
+void say_lost(const tool *t)
+{
+    if (!t->said.n)
+        return;
+    char ids[768] = "";
+    size_t used = 0, shown = 0;
+    for (; shown < t->said.n; shown++) {
+        int n = snprintf(ids + used, sizeof ids - used, "%s%s",
+                         shown ? ", " : "", cli_text(t->said.v[shown]));
+        if (n < 0 || (size_t)n >= sizeof ids - used)
+            break;
+        used += (size_t)n;
+    }
+    ids[used] = '\0';
+    cli_error("the summaries of %zu run(s) were lost with it: %s%s "
+              "(ledger-dump STORE --run ID says what each is now)",
+              t->said.n, ids, shown < t->said.n ? ", ..." : "");
 }
 
 /* --json's one document, printed whatever the command came to: its runs

@@ -598,8 +598,11 @@ def case_check():
                                     ARGS.order_plugin] + args, stdout=full,
                                    stderr=subprocess.PIPE, text=True,
                                    env=s.env, timeout=120)
+            # ... and which runs' summaries it took with it
             check(p.returncode == 2 and p.stderr == "ledger-replay: cannot "
-                  "write the output: No space left on device\n",
+                  "write the output: No space left on device\nledger-replay: "
+                  "the summaries of 1 run(s) were lost with it: order-A-1 "
+                  "(ledger-dump STORE --run ID says what each is now)\n",
                   "output lost without a word", args, p.returncode, p.stderr)
         # its help too (longer than stdio's buffer: the failed write's
         # reason is gone by the last flush)

@@ -649,6 +649,34 @@ class Replay(Stores, unittest.TestCase):
         for line in shown:
             self.assertEqual(re.sub(r"\d+", "N", line), shape, last)
 
+    def test_a_lost_output_names_the_runs_made(self):
+        """Output that cannot be written (a full disk) is exit 2, and what
+        was lost is said on stderr: the runs --submit queued and --fork
+        made, whose ids went nowhere else, so that a retry does not queue
+        or fork again blindly."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        for args in (["--submit", "note", "--payload", '{"text":"b"}'],
+                     ["--fork", "n-1", "--at", "0:0"],
+                     ["--fork", "n-1", "--at", "0:0", "--json"]):
+            before = set(self.runs_of(store))
+            with open("/dev/full", "w") as full:
+                q = subprocess.run([A.replay, store, *p, *args], stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   timeout=60)
+            err = unreported(q.stderr, A.replay)
+            made = set(self.runs_of(store)) - before
+            self.assertEqual((q.returncode, len(made)), (2, 1), (args, err))
+            self.assertIn("cannot write the output", err, args)
+            self.assertIn(made.pop(), err, (args, err))
+
+    def runs_of(self, store):
+        out = self.ok(A.dump, store, "--format", "jsonl")
+        return [json.loads(line)["id"] for line in out.splitlines()]
+
     def test_json_error_of_a_refused_run(self):
         """--json's error is the library's status of a refusal once the
         store is open too (no such run, a deleted one, a fork step that is
