@@ -643,16 +643,20 @@ static int parse_args(options *o, int argc, char **argv)
                       QUOTE(o->mcp.v[i].name), QUOTE(o->mcp.v[i].spec));
             return EXIT_USAGE;
         }
+    /* before the plugin: a mode may need none (--prune, --import, ...) */
+    if (o->mode == MODE_NONE) {
+        cli_error("nothing to do: give a mode: --run ID, --all, --resume ID, "
+                  "--check, --upgrade, --fork ID, --signal ID, --cancel ID, "
+                  "--wake, --import FILE, --worker, --submit POLICY, "
+                  "--prune, --schedule-put NAME or --schedule-delete NAME "
+                  "(see --help)");
+        return EXIT_USAGE;
+    }
     if (!o->n_plugins && !o->mcp.n && o->mode != MODE_IMPORT && !sched &&
         o->mode != MODE_SIGNAL && o->mode != MODE_CANCEL &&
         o->mode != MODE_PRUNE) {
         cli_error("no --plugin given: the policies to replay with come from "
                   "plugins");
-        return EXIT_USAGE;
-    }
-    if (o->mode == MODE_NONE) {
-        cli_error("nothing to do: give --run ID, --all, --resume ID, --check, "
-                  "--upgrade or --fork ID (see --help)");
         return EXIT_USAGE;
     }
     if ((o->answer || o->token) && o->mode != MODE_RESUME) {
@@ -859,8 +863,10 @@ int main(int argc, char **argv)
     rc = t.exit;
     rc = print_document(&t, rc, NULL);
     /* a summary lost to a full disk must not pass for one written */
-    if (!cli_stdout_ok() && rc != EXIT_USAGE)
+    if (!cli_stdout_ok() && rc != EXIT_USAGE) {
+        say_lost(&t);
         rc = EXIT_OPEN;
+    }
 done:
     /* a command that stopped before its runs still prints its document */
     rc = print_document(&t, rc, why);

@@ -199,7 +199,9 @@ typedef struct tool {
     cJSON *summary;    /* --json: added to the document */
     cJSON *sched_json; /* --json: --schedule-put's schedule */
     bool printed;      /* --json: the document is out */
-    bool trace_made;   /* --trace FILE did not exist: this process made it */
+    int why; /* the library's status of the first refusal: --json's error */
+    id_list said;    /* the runs summed up on stdout, named if it is lost */
+    bool trace_made; /* --trace FILE did not exist: this process made it */
 } tool;
 
 /* ---- replay_time.c ---- */
@@ -236,6 +238,8 @@ const char *mode_name(enum mode m);
  * said and @p error, the library's status where one says why.  Returns
  * the exit status. */
 int print_document(tool *t, int rc, const char *error);
+/* The runs whose summaries a lost output took with it, on stderr. */
+void say_lost(const tool *t);
 cJSON *json_run(tool *t, const char *id);
 void json_counters(cJSON *j, const pl_outcome *o, double ms);
 void report_outcome(tool *t, const pl_outcome *o, double ms, const char *note);

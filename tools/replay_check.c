@@ -324,6 +324,7 @@ void mode_check(tool *t)
             st = visit_any(info, &c);
         pl_run_info_free(info);
         if (st == PL_ENOTFOUND) {
+            t->why = st;
             if (!cli_say_deleted(t->engine, t->opt.run))
                 cli_error("no run %s in the store", QUOTE(t->opt.run));
             worst(t, EXIT_OPEN);

@@ -53,6 +53,7 @@ int prepare_import(tool *t)
         fclose(in);
         cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
+        t->why = st;
         /* a changed export is refused; anything else is a bad request */
         return st == PL_ECORRUPT ? EXIT_FAILED : EXIT_USAGE;
     }
@@ -68,6 +69,7 @@ void mode_import(tool *t)
     if (st) {
         cli_error("cannot import %s: %s (%s)", QUOTE(path), pl_errmsg(),
                   pl_status_name(st));
+        t->why = st;
         /* a changed export is refused; anything else is a bad request */
         worst(t, st == PL_ECORRUPT ? EXIT_FAILED : write_code(st));
         return;
@@ -204,15 +206,15 @@ void mode_submit(tool *t)
         cli_error("cannot submit a run of %s: %s (%s)", QUOTE(t->opt.submit),
                   pl_errmsg(), pl_status_name(st));
         worst(t, write_code(st));
-    } else if (t->opt.json && t->runs) {
+    } else {
         /* run_id as every mode's summary has it; run as it was first */
         cJSON *j = json_run(t, id);
         if (j) {
             cJSON_AddStringToObject(j, "run", id);
             cJSON_AddStringToObject(j, "status", "submitted");
         }
-    } else {
-        printf("%s\n", cli_text(id));
+        if (!t->opt.json)
+            printf("%s\n", cli_text(id));
     }
     free(id);
 }

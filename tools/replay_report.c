@@ -210,6 +210,10 @@ cJSON *json_refused(const id_list *ids, const int *why)
 /* The JSON object for one run, added to t->runs (NULL without --json). */
 cJSON *json_run(tool *t, const char *id)
 {
+    /* a full disk would lose the summary, and with it a new run's id:
+     * say_lost() names the runs */
+    if (!ids_push(&t->said, id))
+        t->said.oom = true;
     if (!t->opt.json)
         return NULL;
     cJSON *o = cJSON_CreateObject();
@@ -437,7 +441,17 @@ int open_observers(tool *t)
         oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
         int st = pl_otel_open(&t->w.otel, &oo);
         if (st) {
-            cli_error("--otel: %s (%s)", pl_errmsg(), pl_status_name(st));
+            /* name what asked for the exporter: the flag, else the
+             * variable pl_otel_open() took the endpoint from; the headers
+             * come from the environment alone */
+            const char *from = t->opt.otel ? "--otel"
+                               : env_traces && *env_traces
+                                   ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+                                   : "OTEL_EXPORTER_OTLP_ENDPOINT";
+            const char *hdrs = getenv("OTEL_EXPORTER_OTLP_HEADERS");
+            cli_error("%s%s: %s (%s)", from,
+                      hdrs && *hdrs ? " with OTEL_EXPORTER_OTLP_HEADERS" : "",
+                      pl_errmsg(), pl_status_name(st));
             return -1;
         }
     }
@@ -482,10 +496,32 @@ const char *mode_name(enum mode m)
     }
 }
 
+/* The output is lost (a full disk): name the runs it summed up, whose
+ * ids (a new run's: --submit, --fork, --import) went nowhere else. */
+void say_lost(const tool *t)
+{
+    if (!t->said.n)
+        return;
+    char ids[768] = "";
+    size_t used = 0, shown = 0;
+    for (; shown < t->said.n; shown++) {
+        int n = snprintf(ids + used, sizeof ids - used, "%s%s",
+                         shown ? ", " : "", cli_text(t->said.v[shown]));
+        if (n < 0 || (size_t)n >= sizeof ids - used)
+            break;
+        used += (size_t)n;
+    }
+    ids[used] = '\0';
+    cli_error("the summaries of %zu run(s) were lost with it: %s%s "
+              "(ledger-dump STORE --run ID says what each is now)",
+              t->said.n, ids, shown < t->said.n ? ", ..." : "");
+}
+
 /* --json's one document, printed whatever the command came to: its runs
  * and their summaries, the exit status, and for a failure (bad usage too) the first
  * message said (`message`) and the library's status where one says why
- * (`error`: a plugin, an MCP server or the store that cannot be had).
+ * (`error`: a plugin, an MCP server or the store that cannot be had, else
+ * t->why: no such run, a refused fork or import).
  * Returns the exit status, EXIT_FAILED when the document cannot be made. */
 int print_document(tool *t, int rc, const char *error)
 {
@@ -510,6 +546,8 @@ int print_document(tool *t, int rc, const char *error)
             cJSON_AddItemToObject(doc, "schedule", t->sched_json);
         t->sched_json = NULL;
         cJSON_AddNumberToObject(doc, "exit", rc);
+        if (rc && !error && t->why)
+            error = pl_status_name(t->why);
         if (rc && error)
             cJSON_AddStringToObject(doc, "error", error);
         if (rc && cli_first_error())

@@ -144,6 +144,8 @@ int need_run(tool *t, const char *id)
     pl_run_info *info = NULL;
     int st = pl_run_get(&info, t->engine, id);
     pl_run_info_free(info);
+    if (st && !t->why)
+        t->why = st == PL_EINVAL ? PL_ENOTFOUND : st;
     if (st == PL_ENOTFOUND && cli_say_deleted(t->engine, id)) {
         worst(t, EXIT_OPEN);
         return -1;
@@ -346,6 +348,7 @@ void mode_fork(tool *t)
     if (st) {
         cli_error("cannot fork run %s at %s: %s (%s)", id, QUOTE(t->opt.at),
                   pl_errmsg(), pl_status_name(st));
+        t->why = st;
         worst(t, st == PL_ENOTFOUND || st == PL_EINVAL || st == PL_EBUSY ||
                          st == PL_EEXIST
                      ? EXIT_USAGE

@@ -17,6 +17,7 @@ static void report_delivery(tool *t, const char *what, int st, pl_outcome *o,
         /* the message first: a tombstone looked for replaces it */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", pl_errmsg());
+        t->why = st;
         if (st != PL_ENOTFOUND || !cli_say_deleted(t->engine, t->opt.run))
             cli_error("cannot %s run %s: %s (%s)", what, QUOTE(t->opt.run), msg,
                       pl_status_name(st));

@@ -215,6 +215,7 @@ void tallies_free(tool *t)
     tally_free(&t->codes);
     ids_free(&t->would_fail);
     ids_free(&t->damaged);
+    ids_free(&t->said);
     cJSON_Delete(t->summary);
     t->summary = NULL;
 }

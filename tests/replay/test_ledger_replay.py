@@ -231,6 +231,20 @@ def case_usage():
             check(p.stderr.startswith("ledger-replay: "),
                   "usage error without a message on stderr", argv, p.stderr)
             check(p.stdout == "", "usage error printed on stdout", argv)
+        # no mode, with a plugin or without (--prune, --import and others
+        # need none): the message offers every mode --help lists
+        modes = ("--run", "--all", "--resume", "--check", "--upgrade",
+                 "--fork", "--signal", "--cancel", "--wake", "--import",
+                 "--worker", "--submit", "--prune", "--schedule-put",
+                 "--schedule-delete")
+        for argv in ([s.path], [s.path, "--plugin", ARGS.order_plugin],
+                     [s.path, "--json"]):
+            p = run([ARGS.tool] + argv, expect=1)
+            missing = [m for m in modes
+                       if not re.search(re.escape(m) + r"\b(?!-)", p.stderr)]
+            check("nothing to do" in p.stderr and not missing,
+                  "no mode: the message leaves out %s" % missing, argv,
+                  p.stderr)
         check(not os.path.exists(s.path), "a usage error created the store")
     finally:
         s.close()
@@ -584,8 +598,11 @@ def case_check():
                                     ARGS.order_plugin] + args, stdout=full,
                                    stderr=subprocess.PIPE, text=True,
                                    env=s.env, timeout=120)
+            # ... and which runs' summaries it took with it
             check(p.returncode == 2 and p.stderr == "ledger-replay: cannot "
-                  "write the output: No space left on device\n",
+                  "write the output: No space left on device\nledger-replay: "
+                  "the summaries of 1 run(s) were lost with it: order-A-1 "
+                  "(ledger-dump STORE --run ID says what each is now)\n",
                   "output lost without a word", args, p.returncode, p.stderr)
         # its help too (longer than stdio's buffer: the failed write's
         # reason is gone by the last flush)

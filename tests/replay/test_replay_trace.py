@@ -329,6 +329,22 @@ def case_bad_flags():
                    expect=1)
         check("HIDDEN" not in p.stderr and "header 2" in p.stderr,
               "a header value in an error", p.stderr)
+        # no --otel given: the error names the variable that asked for the
+        # exporter, not a flag the command line does not hold
+        for var in ("OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+            p = replay(tmp, "--run", run_id, env={var: "ftp://127.0.0.1:1"},
+                       expect=1)
+            check(p.stderr.startswith("ledger-replay: %s: " % var)
+                  and "--otel" not in p.stderr, "the error blames --otel",
+                  p.stderr)
+        p = replay(tmp, "--run", run_id,
+                   env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+                        "OTEL_EXPORTER_OTLP_HEADERS": "token=HIDDEN,bad"},
+                   expect=1)
+        check("OTEL_EXPORTER_OTLP_HEADERS" in p.stderr
+              and "--otel" not in p.stderr and "HIDDEN" not in p.stderr,
+              "the error does not name OTEL_EXPORTER_OTLP_HEADERS", p.stderr)
         p = replay(tmp, "--run", run_id, "--trace", expect=1)
         check("needs a value" in p.stderr, "no clear error", p.stderr)
         # nothing ran: the run is still there to finish

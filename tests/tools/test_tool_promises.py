@@ -620,7 +620,7 @@ class Replay(Stores, unittest.TestCase):
                 (2, "PL_ENOTFOUND", "check", ["--plugin", A.plugin,
                                               "--check"]),
                 (2, "PL_ENOTFOUND", "cancel", ["--cancel", "x"]),
-                (1, None, "import", ["--import", bad]),
+                (1, "PL_EJSON", "import", ["--import", bad]),
                 (1, None, "none", ["--bogus"])):
             rc, out, err = self.replay(store, *args, "--json")
             self.assertEqual(rc, want, (args, err))
@@ -628,6 +628,86 @@ class Replay(Stores, unittest.TestCase):
             self.assertEqual((doc["mode"], doc["exit"], doc["runs"],
                               doc["skipped"], doc.get("error")),
                              (mode, rc, [], [], error), args)
+            self.assertEqual("%s: %s\n" % (os.path.basename(A.replay),
+                                            doc["message"]),
+                             err.splitlines(True)[0], args)
+
+    def test_all_last_line_as_tools_md_shows_it(self):
+        """--all's last line, in docs/tools.md's example of an order
+        finished after a crash, is the one the tool prints (the counts
+        aside)."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        last = self.ok(A.replay, store, *p, "--all").splitlines()[-1]
+        shape = re.sub(r"\d+", "N", last)
+        with open(os.path.join(A.source, "docs", "tools.md")) as f:
+            doc = f.read()
+        shown = re.findall(r"^\d+ crashed run\(s\) continued.*$", doc, re.M)
+        self.assertTrue(shown, "tools.md shows no --all last line")
+        for line in shown:
+            self.assertEqual(re.sub(r"\d+", "N", line), shape, last)
+
+    def test_a_lost_output_names_the_runs_made(self):
+        """Output that cannot be written (a full disk) is exit 2, and what
+        was lost is said on stderr: the runs --submit queued and --fork
+        made, whose ids went nowhere else, so that a retry does not queue
+        or fork again blindly."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                '{"text":"a"}', "--new-id", "n-1")
+        self.ok(A.replay, store, *p, "--run", "n-1")
+        for args in (["--submit", "note", "--payload", '{"text":"b"}'],
+                     ["--fork", "n-1", "--at", "0:0"],
+                     ["--fork", "n-1", "--at", "0:0", "--json"]):
+            before = set(self.runs_of(store))
+            with open("/dev/full", "w") as full:
+                q = subprocess.run([A.replay, store, *p, *args], stdout=full,
+                                   stderr=subprocess.PIPE, text=True,
+                                   timeout=60)
+            err = unreported(q.stderr, A.replay)
+            made = set(self.runs_of(store)) - before
+            self.assertEqual((q.returncode, len(made)), (2, 1), (args, err))
+            self.assertIn("cannot write the output", err, args)
+            self.assertIn(made.pop(), err, (args, err))
+
+    def runs_of(self, store):
+        out = self.ok(A.dump, store, "--format", "jsonl")
+        return [json.loads(line)["id"] for line in out.splitlines()]
+
+    def test_json_error_of_a_refused_run(self):
+        """--json's error is the library's status of a refusal once the
+        store is open too (no such run, a deleted one, a fork step that is
+        not there, a new id taken, an import whose id is taken), as stderr
+        names it."""
+        store = self.new_store()
+        p = ["--plugin", A.plugin]
+        for run_id in ("gone", "n-1"):
+            self.ok(A.replay, store, *p, "--submit", "note", "--payload",
+                    '{"text":"a"}', "--new-id", run_id)
+            self.ok(A.replay, store, *p, "--run", run_id)
+            if run_id == "gone":
+                self.ok(A.replay, store, "--prune", "--older-than", "0s")
+        export = os.path.join(self.tmp, "n-1.jsonl")
+        with open(export, "w") as f:
+            f.write(self.ok(A.dump, store, "--run", "n-1", "--format",
+                            "jsonl"))
+        for want, error, args in (
+                (2, "PL_ENOTFOUND", p + ["--run", "nope"]),
+                (2, "PL_ENOTFOUND", p + ["--check", "--run", "nope"]),
+                (2, "PL_ENOTFOUND", p + ["--fork", "nope", "--at", "0:0"]),
+                (2, "PL_ENOTFOUND", p + ["--run", "gone"]),
+                (1, "PL_ENOTFOUND", p + ["--fork", "n-1", "--at", "0:99"]),
+                (1, "PL_EEXIST", p + ["--fork", "n-1", "--at", "0:0",
+                                      "--new-id", "n-1"]),
+                (1, "PL_EEXIST", ["--import", export])):
+            rc, out, err = self.replay(store, *args, "--json")
+            self.assertEqual(rc, want, (args, err))
+            doc = json.loads(out)
+            self.assertEqual((doc["exit"], doc["runs"], doc.get("error")),
+                             (rc, [], error), (args, err))
             self.assertEqual("%s: %s\n" % (os.path.basename(A.replay),
                                             doc["message"]),
                              err.splitlines(True)[0], args)
