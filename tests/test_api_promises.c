@@ -138,6 +138,30 @@ Test(api_promises, a_prune_visitor_value_that_is_no_status_is_einval)
     pl_registry_free(reg);
 }
 
+/* pl_export_fn: a value that stops the export is returned, PL_EINVAL for
+ * one that is no pl_status (the same check as the prune's). */
+static int line_stop_with(cJSON *line, void *user)
+{
+    (void)line;
+    return *(int *)user;
+}
+
+Test(api_promises, an_export_visitor_value_that_is_no_status_is_einval)
+{
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome_free(t_start(e, "echo", "{}", "done"));
+    int values[] = {-500, -29, 7, PL_EBUSY};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        int st = pl_run_export_each(e, "done", line_stop_with, &values[i]);
+        int want = values[i] == PL_EBUSY ? PL_EBUSY : PL_EINVAL;
+        cr_assert_eq(st, want, "visitor %d: %d (%s)", values[i], st,
+                     pl_errmsg());
+    }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* ---- pl_run_fork(): a step past the root ledger's end ------------------- */
 
 /* "PL_ENOTFOUND (no such run, or its root ledger has no such step)": a

@@ -149,7 +149,7 @@ static int give(pl_export_fn fn, void *user, cJSON *line)
     int rc = fn(line, user);
     if (!rc)
         return PL_OK;
-    if (rc < 0 && strcmp(pl_strerror(rc), "unknown status") != 0)
+    if (pl__status_failure(rc))
         return pl__err(rc, "pl_run_export: the line visitor stopped: %s",
                        pl_strerror(rc));
     return pl__err(PL_EINVAL, "pl_run_export: the line visitor stopped (%d)",
