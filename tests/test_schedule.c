@@ -567,10 +567,11 @@ Test(schedule, exactly_once_across_processes)
  * belongs to the test's own thread. */
 static _Atomic int worker_st = -1;
 static char worker_msg[256];
+static unsigned worker_poll_ms = 10; /* run_worker()'s */
 static void *run_worker(void *arg)
 {
     pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.poll_ms = 10;
+    wo.poll_ms = worker_poll_ms;
     int st = pl_worker_run(arg, &wo);
     if (st)
         snprintf(worker_msg, sizeof worker_msg, "%s", pl_errmsg());
@@ -623,6 +624,51 @@ Test(schedule, worker_fires)
         cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "last_run"));
     cr_expect(last && strncmp(last, "w@", 2) == 0, "last run '%s'", last);
     cJSON_Delete(list);
+    s_close(e);
+}
+
+/* "pl_worker_run() fires the schedules about once a second, and at their
+ * next tick", whatever its poll_ms: a worker that looks for runs once an
+ * hour, idle, fires a schedule put meanwhile all the same (left to its
+ * poll, a tick would pass its minute of grace and, under
+ * PL_CATCH_UP_SKIP, never start). */
+Test(schedule, a_worker_with_a_long_poll_fires_on_time)
+{
+    pl_engine *e = s_engine(t_store_path());
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "echo";
+    root.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "first";
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    worker_poll_ms = 3600000;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
+    /* it took the queued run: idle now, its next poll an hour away */
+    int64_t t0 = mono_ms();
+    while (status_of(e, "first") != PL_RUN_COMPLETED) {
+        cr_assert_lt(mono_ms() - t0, BOUND_MS, "the worker ran no run");
+        struct timespec nap = {0, 10000000L};
+        nanosleep(&nap, NULL);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    put(e, "w", "* * * * *", PL_CATCH_UP_LATEST, 0, PL_OVERLAP_ALLOW,
+        now_ms - 3 * MIN_MS);
+    t0 = mono_ms();
+    completed = 0;
+    while (completed < 1) {
+        cr_assert_lt(mono_ms() - t0, BOUND_MS,
+                     "a worker polling once an hour fired no tick in %d ms",
+                     BOUND_MS);
+        struct timespec nap = {0, 10000000L};
+        nanosleep(&nap, NULL);
+        cr_assert_eq(pl_engine_runs(e, count_completed, NULL), PL_OK);
+    }
+    pl_worker_stop(e);
+    pthread_join(th, NULL);
+    cr_expect_eq(atomic_load(&worker_st), PL_OK, "the worker: %s", worker_msg);
     s_close(e);
 }
 

@@ -254,6 +254,18 @@ static void fire_schedules(worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Microseconds from @p now_us until the schedules are next to be fired
+ * (fire_schedules()): an idle thread looks then at the latest, whatever
+ * its poll_ms, so that a tick fires on time (one left to a long poll would
+ * pass its minute of grace, PL_CATCH_UP_SKIP's, and never start). */
+static int64_t sched_in_us(worker *w, int64_t now_us)
+{
+    pthread_mutex_lock(&w->mu);
+    int64_t at_ms = w->sched_at_ms;
+    pthread_mutex_unlock(&w->mu);
+    return at_ms * 1000 - now_us;
+}
+
 /*
  * What a thread takes when it has no run to take back: a queued run, or
  * else a waiting one whose timer is due, claimed and executed (*taken).  After a look that found nothing
@@ -364,6 +376,9 @@ static void *work(void *arg)
             slept_for = next_due && until < us ? next_due : 0;
             if (next_due && until < us)
                 us = until > 0 ? until : 1000;
+            int64_t sched = sched_in_us(w, now);
+            if (sched < us)
+                us = sched > 1000 ? sched : 1000;
             idle(e, us);
             continue;
         }

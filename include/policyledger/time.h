@@ -239,7 +239,9 @@ typedef struct pl_worker_options {
     unsigned concurrency; /**< runs executed at once, each on a thread of
                                its own; 0 = 1, at most 256 */
     unsigned poll_ms;     /**< how long an idle worker waits before it
-                               looks for work again; 0 = 100 */
+                               looks for work again; 0 = 100 (the
+                               schedules are fired on time all the same:
+                               at their next tick, and once a second) */
     /** Counters, written when pl_worker_run() returns (may be NULL):
      *  executions that ended completed, suspended (or waiting) and failed
      *  (or cancelled), and runs
