@@ -377,6 +377,67 @@ Test(schedule, refused)
     s_close(e);
 }
 
+/* A payload nested @p depth objects deep ({"a":{"a":...1}}), parsed. */
+static cJSON *nested(int depth)
+{
+    char text[1024];
+    size_t n = 0;
+    for (int i = 0; i < depth - 1; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "{\"a\":");
+    n += (size_t)snprintf(text + n, sizeof text - n, "{\"a\":1}");
+    for (int i = 0; i < depth - 1; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "}");
+    cr_assert_lt(n, sizeof text);
+    return t_json(text);
+}
+
+/* pl_schedule_put() takes only a payload each tick's run can be submitted
+ * with, as pl_run_submit() checks a root payload: one nested deeper than
+ * PL_MAX_JSON_DEPTH, or larger than the engine's max_payload, was taken
+ * and then failed every fire of the schedule, for good. */
+Test(schedule, a_payload_no_tick_could_submit_is_refused)
+{
+    s_reg = t_registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.max_payload = 1024;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    char big[1200];
+    snprintf(big, sizeof big, "{\"s\":\"%01100d\"}", 0);
+    cJSON *bad[] = {nested(PL_MAX_JSON_DEPTH + 1), t_json(big)};
+    for (size_t i = 0; i < 2; i++) {
+        pl_schedule s = PL_SCHEDULE_INIT;
+        s.name = "x";
+        s.cron = "* * * * *";
+        s.policy = "echo";
+        s.payload = bad[i];
+        s.start_ms = T0;
+        cr_expect_eq(pl_schedule_put(e, &s), PL_ELIMIT, "case %zu: %s", i,
+                     pl_errmsg());
+        cr_expect(strncmp(pl_errmsg(), "schedule 'x': ", 14) == 0,
+                  "case %zu: '%s'", i, pl_errmsg());
+        cJSON_Delete(bad[i]);
+    }
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, T0), PL_OK);
+    cr_expect_eq(cJSON_GetArraySize(list), 0, "nothing was written");
+    cJSON_Delete(list);
+    /* the deepest a run takes is taken, and its tick's run starts */
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = "deepest";
+    s.cron = "* * * * *";
+    s.policy = "echo";
+    cJSON *p = nested(PL_MAX_JSON_DEPTH);
+    s.payload = p;
+    s.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_expect_eq(fire(e, T0 + MIN_MS + 1000), 1);
+    cr_expect(tick_run(e, "deepest", 1, 1));
+    s_close(e);
+}
+
 Test(schedule, list_replace_delete)
 {
     pl_engine *e = s_engine(t_store_path());
@@ -705,11 +766,14 @@ static void on_sched_event(const pl_event *ev, void *user)
         atomic_fetch_add(&sched_failed, 1);
 }
 
-/* Put "big", due every minute from two minutes ago (its latest tick due),
- * its payload of 2 KiB over an engine's max_payload of 1 KiB: each firing
- * fails.  Now, in ms. */
-static int64_t put_big_schedule(pl_engine *e)
+/* Put "big" in the store at @p path, due every minute from two minutes ago
+ * (its latest tick due), its payload of 2 KiB put by an engine that takes
+ * it (max_payload by default) but over the max_payload of 1 KiB of the
+ * engine that fires it: each firing there fails.  Now, in ms. */
+static int64_t put_big_schedule(const char *path)
 {
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
@@ -727,6 +791,8 @@ static int64_t put_big_schedule(pl_engine *e)
     sc.payload = p;
     cr_assert_eq(pl_schedule_put(e, &sc), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
+    pl_engine_close(e);
+    pl_registry_free(reg);
     return now_ms;
 }
 
@@ -738,11 +804,11 @@ Test(schedule, a_worker_reports_a_failed_firing)
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.max_payload = 1024;
     o.on_event = on_sched_event;
+    const char *path = t_store_path();
+    int64_t now_ms = put_big_schedule(path);
     s_reg = t_registry();
     pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
-                 pl_errmsg());
-    int64_t now_ms = put_big_schedule(e);
+    cr_assert_eq(pl_engine_open(&e, path, s_reg, &o), PL_OK, "%s", pl_errmsg());
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, run_worker, e), 0);
     for (int i = 0; i < 12000 && !atomic_load(&sched_failed); i++) {
@@ -788,11 +854,11 @@ Test(schedule, a_failing_schedule_leaves_engine_wake_to_wake_the_runs)
     d.name = "nap";
     d.fn = nap;
     cr_assert_eq(pl_registry_add(s_reg, &d), PL_OK, "%s", pl_errmsg());
+    const char *path = t_store_path();
+    put_big_schedule(path);
     pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
-                 pl_errmsg());
+    cr_assert_eq(pl_engine_open(&e, path, s_reg, &o), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
-    put_big_schedule(e);
     /* long enough that the run parks before it is due on a loaded host
      * (a run due by the time it would park goes on in place) */
     pl_outcome *out = t_start(e, "nap", "{\"ms\":300}", "napper");

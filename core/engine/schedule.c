@@ -157,6 +157,16 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
                        "JSON",
                        s.name, PL__SCHED_PAYLOAD_MAX);
     }
+    /* as pl_run_submit() will check it at every tick: one it refuses
+     * (nested too deep, over the engine's max_payload) would fail each
+     * fire of the schedule, for good */
+    pl__buf enc = {0};
+    st = pl__payload_encode(&enc, s.payload, e->max_payload);
+    pl__buf_free(&enc);
+    if (st) {
+        free(payload);
+        return pl__err(st, "schedule '%s': %s", s.name, pl_errmsg());
+    }
     int64_t now = pl__now_us() / 1000;
     pl__sched_rec r = {
         .cron = (char *)s.cron,

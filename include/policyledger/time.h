@@ -477,7 +477,9 @@ typedef struct pl_schedule {
  *         rule or run option: the message says which and why; nothing is
  *         written);
  *         PL_EJSON (a payload that is not an object); PL_ELIMIT (a payload
- *         over 64 KiB); PL_ESTATE (a read-only engine); the store's errors;
+ *         over 64 KiB, or one pl_run_submit() would refuse each tick's run:
+ *         nested deeper than PL_MAX_JSON_DEPTH, over the engine's
+ *         max_payload); PL_ESTATE (a read-only engine); the store's errors;
  *         PL_ENOMEM.
  */
 int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
