@@ -105,6 +105,11 @@ static int read_options(pl_rate_limit_options *o,
     if (o->window_ms < 1)
         return pl_errorf(PL_EINVAL, "%s: window_ms %lld is not a window", fn,
                          (long long)o->window_ms);
+    /* the store's bound on a window, calls or units alike: one past it
+     * would fail every call this decorates */
+    if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
+        return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
+                         (long long)o->window_ms);
     if (!o->budget) {
         if (o->unit || o->estimate_member || o->estimate || o->usage)
             return pl_errorf(PL_EINVAL,
@@ -123,9 +128,6 @@ static int read_options(pl_rate_limit_options *o,
     if (o->budget > PL_RATE_MAX_UNITS)
         return pl_errorf(PL_EINVAL, "%s: budget %llu is more than 2^53", fn,
                          (unsigned long long)o->budget);
-    if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
-        return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
-                         (long long)o->window_ms);
     if (!o->unit)
         o->unit = "tokens";
     if (!unit_ok(o->unit))
