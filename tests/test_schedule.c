@@ -377,67 +377,6 @@ Test(schedule, refused)
     s_close(e);
 }
 
-/* A payload nested @p depth objects deep ({"a":{"a":...1}}), parsed. */
-static cJSON *nested(int depth)
-{
-    char text[1024];
-    size_t n = 0;
-    for (int i = 0; i < depth - 1; i++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "{\"a\":");
-    n += (size_t)snprintf(text + n, sizeof text - n, "{\"a\":1}");
-    for (int i = 0; i < depth - 1; i++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "}");
-    cr_assert_lt(n, sizeof text);
-    return t_json(text);
-}
-
-/* pl_schedule_put() takes only a payload each tick's run can be submitted
- * with, as pl_run_submit() checks a root payload: one nested deeper than
- * PL_MAX_JSON_DEPTH, or larger than the engine's max_payload, was taken
- * and then failed every fire of the schedule, for good. */
-Test(schedule, a_payload_no_tick_could_submit_is_refused)
-{
-    s_reg = t_registry();
-    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
-    eo.max_payload = 1024;
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &eo), PL_OK, "%s",
-                 pl_errmsg());
-    char big[1200];
-    snprintf(big, sizeof big, "{\"s\":\"%01100d\"}", 0);
-    cJSON *bad[] = {nested(PL_MAX_JSON_DEPTH + 1), t_json(big)};
-    for (size_t i = 0; i < 2; i++) {
-        pl_schedule s = PL_SCHEDULE_INIT;
-        s.name = "x";
-        s.cron = "* * * * *";
-        s.policy = "echo";
-        s.payload = bad[i];
-        s.start_ms = T0;
-        cr_expect_eq(pl_schedule_put(e, &s), PL_ELIMIT, "case %zu: %s", i,
-                     pl_errmsg());
-        cr_expect(strncmp(pl_errmsg(), "schedule 'x': ", 14) == 0,
-                  "case %zu: '%s'", i, pl_errmsg());
-        cJSON_Delete(bad[i]);
-    }
-    cJSON *list = NULL;
-    cr_assert_eq(pl_schedule_list(&list, e, T0), PL_OK);
-    cr_expect_eq(cJSON_GetArraySize(list), 0, "nothing was written");
-    cJSON_Delete(list);
-    /* the deepest a run takes is taken, and its tick's run starts */
-    pl_schedule s = PL_SCHEDULE_INIT;
-    s.name = "deepest";
-    s.cron = "* * * * *";
-    s.policy = "echo";
-    cJSON *p = nested(PL_MAX_JSON_DEPTH);
-    s.payload = p;
-    s.start_ms = T0;
-    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
-    cJSON_Delete(p);
-    cr_expect_eq(fire(e, T0 + MIN_MS + 1000), 1);
-    cr_expect(tick_run(e, "deepest", 1, 1));
-    s_close(e);
-}
-
 Test(schedule, list_replace_delete)
 {
     pl_engine *e = s_engine(t_store_path());

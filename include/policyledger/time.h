@@ -479,8 +479,9 @@ typedef struct pl_schedule {
  *         PL_EJSON (a payload that is not an object); PL_ELIMIT (a payload
  *         over 64 KiB, or one pl_run_submit() would refuse each tick's run:
  *         nested deeper than PL_MAX_JSON_DEPTH, over the engine's
- *         max_payload); PL_ESTATE (a read-only engine); the store's errors;
- *         PL_ENOMEM.
+ *         max_payload; a new schedule in a store that holds 4096, the most
+ *         it keeps: delete one first); PL_ESTATE (a read-only engine); the
+ *         store's errors; PL_ENOMEM.
  */
 int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
 
