@@ -754,6 +754,28 @@ class Web(Stores, unittest.TestCase):
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())
 
+    def test_listen_takes_an_address(self):
+        """--listen HOST:PORT whose HOST is a name (ledger-web binds IP
+        addresses and localhost) is a bad value: exit 1, saying so, before
+        the store is opened; it was exit 2 ("cannot serve") once the store
+        was open, or "without a token" without one."""
+        tmp = tempfile.mkdtemp(prefix="pl-promises-listen-")
+        try:
+            store = os.path.join(tmp, "none.db")  # never opened
+            env = dict(os.environ, PL_WEB_TOKEN="0123456789abcdef0123")
+            none = dict(os.environ)
+            none.pop("PL_WEB_TOKEN", None)
+            for name, e in (("example.com", env), ("localhost.", env),
+                            ("example.com", none)):
+                rc, out, err = run(A.web, store, "--listen", name + ":8080",
+                                   env=e)
+                self.assertEqual(rc, 1, (name, err))
+                self.assertIn("--listen", err.splitlines()[0], name)
+                self.assertIn("IP address", err.splitlines()[0], name)
+                self.assertEqual(os.listdir(tmp), [], name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_a_plugin_that_crashes_while_loading(self):
         """A plugin is trusted code; one that dies in pl_plugin_init takes
         ledger-web down as it does ledger-replay: exit 2 and a line naming
