@@ -127,6 +127,38 @@ class Help(unittest.TestCase):
                "ledger-web": ["tools/web_main.c"],
                "pl-bench": ["bench/bench.c"]}
 
+    def test_bench_json_says_the_noise(self):
+        """--json says what the table says of a noisy floor: each W1
+        figure has its floor's probes beside it (and noise, when they
+        moved), and a goal not judged is neither met nor missed (met:
+        null).  W1 left its probes out, and a goal not judged said met:
+        true or false."""
+        if not A.bench:
+            self.skipTest("built without pl-bench")
+        tmp = tempfile.mkdtemp(prefix="pl-promises-bench-json-")
+        try:
+            rc, out, err = run(A.bench, "--quick", "--json", "--only", "w1",
+                               "--dir", tmp, timeout=600)
+            self.assertEqual(rc, 0, err)
+            doc = json.loads(out)
+            noisy = set()
+            for fig in doc["w1_sequential"]:
+                for k in ("floor_probe_before_us", "floor_probe_after_us",
+                          "floor_probe_spread"):
+                    self.assertIn(k, fig, fig)
+                if "noise" in fig:
+                    noisy.add("W1 %s, N=%d:" % (fig["durability"], fig["n"]))
+            for goal in doc["goals"]:
+                if "not_judged" in goal:
+                    self.assertIsNone(goal["met"], goal)
+                else:
+                    self.assertIn(goal["met"], (True, False), goal)
+                # a figure said noisy has its goal not judged
+                if any(goal["goal"].startswith(n) for n in noisy):
+                    self.assertIn("not_judged", goal)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_bench_usage(self):
         """pl-bench's bad usage is exit 2 and one line of why, before any
         workload runs; a workload --store cannot run is refused."""
