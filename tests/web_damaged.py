@@ -134,10 +134,12 @@ def lists(s):
         st, doc, _ = s.get("/api/runs?" + query)
         check(st == 200 and ids(doc) == want, "?%s: %s (%d %s)" %
               (query, want, st, doc))
-    st, doc, _ = s.get("/api/inbox")
-    check(st == 200 and ids(doc) == ["order-2!", "order-5!"],
-          "the inbox names the damaged runs, whose state is not known: "
-          "%d %s" % (st, doc))
+    for query in ("", "?order=", "?order=asc"):
+        st, doc, _ = s.get("/api/inbox" + query)
+        check(st == 200 and ids(doc) == ["order-2!", "order-5!"] and
+              doc["order"] == "asc",
+              "the inbox%s names the damaged runs, whose state is not "
+              "known, oldest first: %d %s" % (query, st, doc))
 
 
 def counts(s):
