@@ -127,6 +127,17 @@ class Help(unittest.TestCase):
                "ledger-web": ["tools/web_main.c"],
                "pl-bench": ["bench/bench.c"]}
 
+    def test_help_fits_a_terminal(self):
+        """--help's lines are at most 80 columns (pl-bench's ran to 91)."""
+        tools = [("ledger-dump", A.dump), ("ledger-web", A.web)]
+        if A.bench:
+            tools.append(("pl-bench", A.bench))
+        for tool, path in tools:
+            rc, text, err = run(path, "--help")
+            self.assertEqual(rc, 0, tool)
+            wide = [line for line in text.splitlines() if len(line) > 80]
+            self.assertEqual(wide, [], tool)
+
     def test_bench_json_says_the_noise(self):
         """--json says what the table says of a noisy floor: each W1
         figure has its floor's probes beside it (and noise, when they
