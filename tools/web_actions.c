@@ -274,20 +274,33 @@ static int readable(web *w, const char *id, cJSON **out)
                : web_fail_status(out, st, "reading the run");
 }
 
-/* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
- * it and end it superseded (pl_run_upgrade()); the new run continued. */
-/* Run @p id replays under the loaded code (a check, executing and writing
- * nothing, finds no divergence): ledger-replay --upgrade refuses it. */
-static bool replays(web *w, const char *id)
+/*
+ * The check ledger-replay --upgrade makes first (executing and writing
+ * nothing): 200 when run @p id diverges under the loaded code (a changed
+ * step, or a code version it does not support), which is what an upgrade
+ * is for; 409 not_needed when it replays; else the check's own refusal (a
+ * policy not loaded, a step that cannot be read), nothing forked or
+ * superseded.
+ */
+static int needs_upgrade(web *w, const char *id, cJSON **out)
 {
     pl_outcome *o = NULL;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
     int st = pl_run_continue(&o, w->engine, id, &ro);
     pl_outcome_free(o);
-    return st == PL_OK || st == PL_ECHECK;
+    if (st == PL_ENONDET || st == PL_ECODEVERSION)
+        return 200;
+    if (st == PL_OK || st == PL_ECHECK)
+        return web_fail(out, 409, "not_needed",
+                        "run %s replays under the loaded code: nothing to "
+                        "upgrade",
+                        QUOTE(id));
+    return web_fail_status(out, st, "checking the run before its upgrade");
 }
 
+/* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
+ * it and end it superseded (pl_run_upgrade()); the new run continued. */
 static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                    cJSON **out)
 {
@@ -311,12 +324,9 @@ static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
         cJSON_Delete(body);
         return http;
     }
-    if (upgrade && replays(w, id)) {
+    if (upgrade && (http = needs_upgrade(w, id, out)) != 200) {
         cJSON_Delete(body);
-        return web_fail(out, 409, "not_needed",
-                        "run %s replays under the loaded code: nothing to "
-                        "upgrade",
-                        QUOTE(id));
+        return http;
     }
     char *new_id = NULL;
     const char *want = cJSON_IsString(nid) ? nid->valuestring : NULL;

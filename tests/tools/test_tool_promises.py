@@ -959,6 +959,26 @@ class Web(Stores, unittest.TestCase):
                                  (404, error, "not_run", run,
                                   error == "deleted"), (action, j))
 
+    def test_an_upgrade_whose_check_fails_writes_nothing(self):
+        """/upgrade checks the run first, as ledger-replay --upgrade does,
+        and goes on only for a divergence: a check that cannot be made
+        (here its policy is not loaded) refuses the upgrade with the
+        check's error, the run left as it was and no run made.  It was
+        taken for a divergence: the run was forked, ended superseded by
+        a new run that could not run, and the answer was a refusal."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, csrf = self.web(store)  # no --plugin
+        code, j = self.api(url, "/api/runs/ap-1/upgrade", '{"at": "0:1"}',
+                           csrf)
+        self.assertEqual((code, j["run_id"], j["status"], j["error"]),
+                         (404, "ap-1", "not_run", "PL_ENOTFOUND"), j)
+        self.assertIn("not registered", j["message"])
+        self.assertNotIn("new_run", j)
+        runs = self.api(url, "/api/runs")[1]["runs"]
+        self.assertEqual([(r["id"], r["status"]) for r in runs],
+                         [("ap-1", "suspended")])
+
     def raw(self, url, path, method, csrf):
         """(HTTP status, headers, JSON answer) of a request by method."""
         req = urllib.request.Request(
