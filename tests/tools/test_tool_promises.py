@@ -128,8 +128,10 @@ class Help(unittest.TestCase):
                "pl-bench": ["bench/bench.c"]}
 
     def test_help_fits_a_terminal(self):
-        """--help's lines are at most 80 columns (pl-bench's ran to 91)."""
-        tools = [("ledger-dump", A.dump), ("ledger-web", A.web)]
+        """--help's lines are at most 80 columns (pl-bench's ran to 91,
+        ledger-replay's to 91)."""
+        tools = [("ledger-dump", A.dump), ("ledger-web", A.web),
+                 ("ledger-replay", A.replay)]
         if A.bench:
             tools.append(("pl-bench", A.bench))
         for tool, path in tools:
