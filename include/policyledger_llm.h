@@ -65,7 +65,9 @@
  *     then says why no further attempt was made and after how many), or
  *     InvalidModelAction
  *     (see pl_llm_malformed).  A response body that is not the protocol's
- *     JSON is InvalidInput, not retried.
+ *     JSON is InvalidInput, not retried; so is an answer of more than 128
+ *     tool calls (Anthropic's: more than 1024 content blocks), streamed
+ *     or not, and no tool runs.
  *   - Retries happen inside one model call, before it is recorded: up to
  *     max_attempts, waiting by decorrelated jitter, or what the server
  *     asks: retry-after-ms (milliseconds, as OpenAI and Anthropic send it)

@@ -143,6 +143,11 @@ PL__HIDDEN bool pl__llm_joins_tool_results(const pl__llm *m);
 PL__HIDDEN int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
                                        const cJSON *messages, bool comma);
 
+/* The most tool calls one answer may hold, and (Anthropic) content
+ * blocks: an answer past them is refused alike, streamed or not. */
+#define PL__LLM_MAX_CALLS 128
+#define PL__LLM_MAX_BLOCKS 1024
+
 /* Parse a provider's response body into a normalised answer and usage. */
 PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,
                                       long *out_tokens, const pl__llm *m,
