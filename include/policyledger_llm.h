@@ -154,11 +154,12 @@
  * policy in the same run, starts again at the first response.
  * "arguments" is an object, or a string the model "wrote" (so a script can
  * play arguments that are not JSON); a call without "id" gets one.  A
- * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
- * retry plays the next response, without waiting), any other status fails
- * the call as above.  "usage" is optional (default: a quarter of the
- * request's and the answer's bytes; so is a count that is not 0 to 1e15).  Past the last response, the call
- * fails with InvalidInput.
+ * response {"status": N} is an HTTP failure: 408, 409, 429 and 5xx are
+ * retried as over HTTP (the retry plays the next response, without
+ * waiting; max_attempts spent, the message says so), any other status
+ * fails the call as above.  "usage" is optional (default: a quarter of the
+ * request's and the answer's bytes; so is a count that is not 0 to 1e15).
+ * Past the last response, the call fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed
  * scripted answer wait that long before each piece, as a model writing:
