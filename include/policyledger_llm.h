@@ -296,9 +296,10 @@ typedef struct pl_llm_options {
     unsigned max_tokens;       /**< 0: the provider's default (Anthropic,
                                     whose API requires one: 1024) */
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
-     *  tools it goes to the provider as the response format; with tools, a
-     *  tool "submit" with it as parameters is offered, whose call is the
-     *  final answer.  The answer must be JSON valid against the schema
+     *  tools it goes to the provider as the response format (Anthropic,
+     *  whose messages API has none: as the tool below, alone, which the
+     *  model is told to call); with tools, a tool "submit" with it as
+     *  parameters is offered, whose call is the final answer.  The answer must be JSON valid against the schema
      *  (pl_schema_validate(); else it is a malformed answer); the final
      *  `text` step is then {"text": the JSON text, "json": its value}.
      *  A schema that does not compile is PL_EINVAL at registration. */

@@ -39,17 +39,9 @@ static cJSON *answer_of_calls(const char *proto, const char *url, int n,
     t_server srv;
     t_server_start(&srv, s);
     free(s);
-    char base[80], model[128];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1", srv.port);
-    if (!strcmp(proto, "ollama"))
-        snprintf(model, sizeof model, "ollama://127.0.0.1:%d/m", srv.port);
-    else
-        snprintf(model, sizeof model, "%s", url);
-    setenv("OPENAI_API_KEY", "sk-limits-1234", 1);
-    setenv("ANTHROPIC_API_KEY", "sk-limits-1234", 1);
-    setenv("GEMINI_API_KEY", "sk-limits-1234", 1);
+    char model[128];
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
-    o.base_url = strcmp(proto, "ollama") ? base : NULL;
+    o.base_url = t_model_on(model, sizeof model, &srv, proto, url);
     o.timeout_ms = 5000;
     o.max_attempts = 1;
     if (stream)

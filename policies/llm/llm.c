@@ -52,9 +52,9 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
 {
     *out = NULL;
     *n = 0;
-    if (!a->n_actions)
-        return PL_OK;
     bool submit = pl__llm_has_submit(m, a);
+    if (!a->n_actions && !submit)
+        return PL_OK;
     pl__llm_tool *t = calloc(a->n_actions + submit, sizeof *t);
     if (!t)
         return pl__err(PL_ENOMEM, "out of memory");
@@ -83,6 +83,7 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
     size_t k = a->n_actions;
     if (submit) {
         t[k].name = PL__LLM_SUBMIT;
+        t[k].submit = true;
         t[k].description = "Submit the final answer; its arguments are the "
                            "answer.";
         t[k].parameters = cJSON_Duplicate(m->output_schema, 1);

@@ -408,6 +408,16 @@ static cJSON *anthropic_body(const pl__llm *m, const cJSON *messages,
                  cJSON_AddItemToArray(arr, t);
         }
     }
+    /* the output schema's tool alone (no tools offered): the answer is
+     * its call, as Anthropic's API gives structured output */
+    if (ok && n_tools == 1 && tools[0].submit) {
+        cJSON *tc = NULL;
+        ok = !pl_json_pack(&tc, "{s:s, s:s}", "type", "tool", "name",
+                           tools[0].wire) &&
+             cJSON_AddItemToObject(b, "tool_choice", tc);
+        if (!ok)
+            cJSON_Delete(tc);
+    }
     if (ok && m->o.temperature >= 0)
         ok = cJSON_AddNumberToObject(b, "temperature", m->o.temperature);
     if (!ok) {

@@ -279,7 +279,8 @@ static bool offered(const pl_action *action, const char *name)
 
 bool pl__llm_has_submit(const pl__llm *m, const pl_action *action)
 {
-    return m->output_schema && action->n_actions &&
+    return m->output_schema &&
+           (action->n_actions || m->url.provider == PL__LLM_ANTHROPIC) &&
            !offered(action, PL__LLM_SUBMIT);
 }
 
