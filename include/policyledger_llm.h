@@ -308,7 +308,8 @@ typedef struct pl_llm_options {
     unsigned reprompt_limit;   /**< re-prompts in a row, each a turn of
                                     the loop; default 2 */
     const char *base_url;      /**< overrides the provider's base URL */
-    const char *api_key_env;   /**< the key's variable; NULL: the default */
+    const char *api_key_env;   /**< the key's variable; NULL: the default
+                                    (empty, or holding '=': PL_EINVAL) */
     unsigned connect_timeout_ms; /**< 0: 10 s */
     unsigned timeout_ms;       /**< one attempt, in all; 0: 120 s */
     unsigned max_attempts;     /**< attempts per model call; 0: 4 */

@@ -494,6 +494,11 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                        "pl_llm_register: unknown malformed-output "
                        "rule %d",
                        (int)o.malformed);
+    if (o.api_key_env && (!*o.api_key_env || strchr(o.api_key_env, '=')))
+        return pl__err(PL_EINVAL,
+                       "pl_llm_register: api_key_env '%.100s' is no "
+                       "environment variable's name (empty, or holding '=')",
+                       o.api_key_env);
     if (o.temperature != o.temperature || o.temperature > 2.0)
         return pl__err(PL_EINVAL, "pl_llm_register: temperature must be at "
                                   "most 2 (negative: the provider's default)");
