@@ -322,8 +322,9 @@ typedef struct pl_llm_options {
      *  model (its compact JSON text; the observation when the result has
      *  one, see pl_decorator_observe()).  A larger one is sent as cap sends
      *  it (pl_decorator_cap()): {"truncated": true, "original_bytes",
-     *  "max_bytes", "note", "preview"}, within the cap; the ledger keeps it
-     *  whole.  0: 512000. */
+     *  "max_bytes", "note", "preview"}, within the cap, an error result's
+     *  still an error ("error": true, its "code", a "message"); the ledger
+     *  keeps it whole.  0: 512000. */
     size_t max_tool_result_bytes;
     /** Since version 3: stream the model's answers.  Not NULL: each model
      *  call asks the provider for a stream and calls on_delta with each
