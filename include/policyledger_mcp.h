@@ -153,7 +153,9 @@
  * answer and before each call; over HTTP, on the event streams of the
  * answers), and a server started again after it died, make the next call
  * list the tools again (the call that starts it again is sent on the list
- * as it was): later calls record the new list.  The policies
+ * as it was; the listing waits start_timeout_ms at most, and never past
+ * the call's deadline: a list not read keeps the last one, and the next
+ * call tries again): later calls record the new list.  The policies
  * stay those registered: a tool the server adds is registered by the next
  * pl_mcp_register(); one it removes answers NotFound.
  */

@@ -36,6 +36,9 @@ a test tells two servers of one DIR apart).  MODE:
     vDATE       as ok, answering initialize with protocol version DATE
     toolsobj    as ok, but tools/list answers its tools as an object by
                 name, not an array
+    relisthang  as ok, but "echo" says notifications/tools/list_changed
+                before its answer, and tools/list is answered only until the
+                first call
 """
 import json
 import os
@@ -85,6 +88,7 @@ if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})
 
+called = False
 for line in sys.stdin:
     for f in (log, own_log):
         f.write(line)
@@ -105,6 +109,8 @@ for line in sys.stdin:
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":
+        if mode == "relisthang" and called:
+            continue  # never answered once a call came
         if mode == "toolsobj":
             result(i, {"tools": {t["name"]: t for t in TOOLS}})
         elif params.get("cursor") == "page2":
@@ -113,6 +119,10 @@ for line in sys.stdin:
         else:
             result(i, {"tools": TOOLS[:2], "nextCursor": "page2"})
     elif method == "tools/call":
+        called = True
+        if mode == "relisthang":
+            send({"jsonrpc": "2.0",
+                  "method": "notifications/tools/list_changed"})
         if mode == "garbage":
             sys.stdout.write("\r\n")  # a blank line is no garbage
             for k in range(5):

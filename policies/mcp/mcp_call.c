@@ -363,14 +363,15 @@ static int snapshot(cJSON **out, void *user)
 }
 
 /* Before a call: read what the server sent meanwhile, and list its tools
- * again if it said they changed (or was started again).  A list that
- * cannot be read keeps the last one: the call says what is wrong. */
+ * again if it said they changed (or was started again), before
+ * @p deadline: none is asked for once it has passed.  A list that cannot
+ * be read keeps the last one: the call says what is wrong. */
 static void follow_list(pl_mcp *m, int64_t deadline)
 {
     char why[256];
     pl__mcp_lock(m);
     pl__mcp_drain(m);
-    if (m->list_changed &&
+    if (m->list_changed && deadline > pl__mcp_mono_ms() &&
         pl__mcp_ensure(m, deadline, why, sizeof why) == T_OK &&
         pl__mcp_relist(m, deadline) != PL_OK)
         m->list_changed = true; /* try again at the next call */
@@ -475,8 +476,14 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int rst = t->idempotent ? PL_OK : pl__root_call(&called, ctx, a, out);
     if (rst || called)
         return rst;
+    /* the list read again before the call waits start_timeout_ms, and
+     * never past the call's deadline */
+    int64_t dl = pl_ctx_deadline(ctx);
+    int64_t list_wait = m->start_timeout_ms;
+    if (dl > 0 && dl - pl__now_us() / 1000 < list_wait)
+        list_wait = dl - pl__now_us() / 1000;
     if (!pl_ctx_replaying(ctx))
-        follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
+        follow_list(m, pl__mcp_mono_ms() + list_wait);
     cJSON *snap = NULL;
     snap_args sa = {m, t, pl_ctx_run_id(ctx)};
     /* A snapshot that holds the list is made durable before the call goes
@@ -520,7 +527,6 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
         return pl_steps_add_error(out, PL_ERR_NOT_FOUND, text);
     }
     int64_t wait = m->timeout_ms;
-    int64_t dl = pl_ctx_deadline(ctx);
     if (dl > 0) {
         int64_t left = dl - pl__now_us() / 1000;
         if (left <= 0) {

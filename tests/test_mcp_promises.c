@@ -1,0 +1,61 @@
+/*
+ * test_mcp_promises.c -- the promises of policyledger_mcp.h and of the
+ * guide's "MCP tools", one case each where the code once broke them:
+ * tests/mcp_fake_server.py for a server that misbehaves in the way each
+ * needs.
+ */
+#include "support_mcp.h"
+
+#include <limits.h>
+#include <policyledger_mcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(mcp_promises, .init = setup, .fini = teardown, .timeout = 60);
+
+static void open_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    open_all("fake", spec, o);
+}
+
+/* ---- a call's deadline bounds the tool list read before it -------------- */
+
+/* Each call: a deadline half a second away. */
+static int soon(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                const pl_decorator *self, pl_next *next)
+{
+    (void)self;
+    int64_t now = 0;
+    cr_assert_eq(pl_ctx_now(&now, ctx), PL_OK);
+    cr_assert_eq(pl_ctx_set_deadline(ctx, now + 500), PL_OK);
+    return pl_next_call(next, ctx, a, out);
+}
+
+/* A server that says its tool list changed and then never lists it: the
+ * next call's list is read at most until the call's deadline, as every
+ * wait of a call is (context.h), not for start_timeout_ms (here one that
+ * never comes: the call would hang). */
+Test(mcp_promises, a_list_changed_is_read_again_within_the_calls_deadline)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = LONG_MAX;
+    open_fake("relisthang", &o);
+    per_call = (pl_decorator)PL_DECORATOR_INIT;
+    per_call.fn = soon;
+    per_call.name = "soon";
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"a\"}},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"b\"}}]",
+                     2);
+    cr_expect(strstr(first_text(at(got, 0)), "\"a\""), "%s", t_text(got));
+    expect_error(at(got, 1), PL_ERR_TIMEOUT, NULL);
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 1,
+                 "a call past its deadline was sent");
+}
