@@ -213,7 +213,8 @@ typedef struct pl_mcp_options {
     const char *token_env;
     /** A tool whose inputSchema the validator refuses (a keyword it does
      *  not evaluate, such as "unevaluatedProperties" or "$dynamicRef"; a
-     *  malformed schema) is registered without it: its policy's
+     *  malformed schema, or one that is not a JSON object; a tool
+     *  listed without one has none) is registered without it: its policy's
      *  input_schema is NULL, its arguments go to the server unchecked,
      *  and a model offered it sees {"type": "object"}.  false: such a
      *  schema fails pl_mcp_register(), naming the tool, the keyword and

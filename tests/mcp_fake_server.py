@@ -36,6 +36,8 @@ a test tells two servers of one DIR apart).  MODE:
     vDATE       as ok, answering initialize with protocol version DATE
     toolsobj    as ok, but tools/list answers its tools as an object by
                 name, not an array
+    schemaless  as ok, with one tool more ("loose") whose inputSchema is a
+                string, no schema
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -84,6 +86,9 @@ if mode == "unevaluated":  # a schema this library does not evaluate
                   "inputSchema": {"type": "object",
                                   "properties": {"text": {"type": "string"}},
                                   "unevaluatedProperties": False}})
+if mode == "schemaless":
+    TOOLS.append({"name": "loose", "description": "Echo, loosely.",
+                  "inputSchema": "any object"})
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})
@@ -140,7 +145,7 @@ for line in sys.stdin:
             sys.stdout.flush()
             continue
         name, args = params.get("name"), params.get("arguments") or {}
-        if name in ("echo", "strict") or (mode == "oddname" and name == ODD):
+        if name in ("echo", "strict", "loose") or (mode == "oddname" and name == ODD):
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})

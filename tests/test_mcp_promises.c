@@ -21,6 +21,13 @@ static void open_fake(const char *mode, pl_mcp_options *o)
     open_all("fake", spec, o);
 }
 
+static int register_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    return open_reg("fake", spec, o);
+}
+
 /* ---- a call's deadline bounds the tool list read before it -------------- */
 
 /* Each call: a deadline half a second away. */
@@ -58,4 +65,27 @@ Test(mcp_promises, a_list_changed_is_read_again_within_the_calls_deadline)
     snprintf(log, sizeof log, "%s/log", F.dir);
     cr_expect_eq(count_lines(log, "tools/call", NULL), 1,
                  "a call past its deadline was sent");
+}
+
+/* ---- an inputSchema that is no schema ----------------------------------- */
+
+/* A tool whose inputSchema is not a JSON object is a malformed schema:
+ * refused, naming the tool, unless unchecked_schemas registers it
+ * without one. */
+Test(mcp_promises, an_input_schema_that_is_no_object_is_refused)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("schemaless", &o);
+    cr_expect_eq(st, PL_EINVAL, "%s", pl_status_name(st));
+    cr_expect(strstr(pl_errmsg(), "loose"), "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "unchecked_schemas"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    close_all();
+    o.unchecked_schemas = true;
+    open_fake("schemaless", &o);
+    const pl_policy_def *d = pl_registry_find(F.reg, "fake.loose");
+    cr_assert_not_null(d);
+    cr_expect_null(d->input_schema);
+    cr_expect_not_null(pl_registry_find(F.reg, "fake.echo")->input_schema);
 }

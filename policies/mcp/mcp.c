@@ -409,7 +409,14 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
                              "MCP server %s: the tool list names '%.80s' "
                              "twice",
                              m->name, tn);
-        if (!st && cJSON_IsObject(in)) {
+        if (!st && in && !cJSON_IsObject(in) && !o->unchecked_schemas) {
+            /* a malformed schema: registered without it only when asked */
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s, tool %s: inputSchema: not a JSON "
+                         "object (pl_mcp_options.unchecked_schemas registers "
+                         "such a tool without it)",
+                         m->name, tn);
+        } else if (!st && cJSON_IsObject(in)) {
             pl_schema *s = NULL;
             if (!(schemas[i] = cJSON_PrintUnformatted(in)))
                 st = PL_ENOMEM;
