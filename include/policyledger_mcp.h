@@ -238,7 +238,8 @@ typedef struct pl_mcp_options {
  * @param spec "stdio:COMMAND ARG...": the program (looked up in PATH) and
  *             its arguments, split at spaces (no quoting); or
  *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
- *             endpoint (in a build with libcurl; else PL_EINVAL).
+ *             endpoint (in a build with libcurl; else PL_EINVAL); one
+ *             without a host, or that is no URL, is a bad spec.
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (a bad name, spec or option; a tool name
  *         that makes a bad policy name); PL_EIO (the server cannot be

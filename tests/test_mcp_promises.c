@@ -89,3 +89,33 @@ Test(mcp_promises, an_input_schema_that_is_no_object_is_refused)
     cr_expect_null(d->input_schema);
     cr_expect_not_null(pl_registry_find(F.reg, "fake.echo")->input_schema);
 }
+
+/* ---- an endpoint URL that names no host --------------------------------- */
+
+/* A spec "http://" or "https://" without a host (libcurl reads
+ * "http:///mcp" as the host "mcp") is a bad spec, PL_EINVAL, as the
+ * header says: not a server that cannot be reached (PL_EIO), which
+ * agent-demo calls a failure (exit 1) and not bad usage.  Built without
+ * libcurl, every http(s) spec is PL_EINVAL. */
+Test(mcp_promises, a_url_without_a_host_is_a_bad_spec)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    static const char *const bad[] = {
+        "http://",        "https://",   "http:///mcp",   "http://:8080/mcp",
+        "http://a b/mcp", "https://?x", "http://@h/mcp", "http://h:99999/mcp"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = pl_mcp_register(&F.mcp, F.reg, "h", bad[i], &o);
+        cr_expect_eq(st, PL_EINVAL, "%s: %s (%s)", bad[i], pl_status_name(st),
+                     pl_errmsg());
+        cr_expect_null(F.mcp);
+    }
+#if PL_WITH_CURL
+    cr_expect(strstr(pl_errmsg(), "expected http://HOST"), "%s", pl_errmsg());
+    /* a spec of neither form names both */
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "h", "ftp://h/x", &o),
+                 PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "or an http(s):// URL"), "%s", pl_errmsg());
+#endif
+    cr_expect_eq(pl_registry_count(F.reg), 0);
+}

@@ -425,16 +425,22 @@ static int set_mode(options *o, enum mode m, const char *flag)
 
 /* An --mcp server's form, a usage error when it is not: a NAME without a
  * dot or control character, a SPEC "stdio:" and a command, or an http://
- * or https:// URL.  What the server then says of itself (it cannot start,
- * its tools) is an MCP server that cannot be opened. */
+ * or https:// URL with a host (no white space or control character in
+ * it).  What the server then says of itself (it cannot start, its tools)
+ * is an MCP server that cannot be opened. */
 static bool mcp_server_ok(const mcp_server_flags *m)
 {
     for (const char *p = m->name; *p; p++)
         if (*p == '.' || (unsigned char)*p < 0x20 || *p == 0x7f)
             return false;
     const char *spec = m->spec;
-    if (!strncmp(spec, "http://", 7) || !strncmp(spec, "https://", 8))
-        return true;
+    if (!strncmp(spec, "http://", 7) || !strncmp(spec, "https://", 8)) {
+        const char *host = strstr(spec, "://") + 3;
+        for (const char *p = spec; *p; p++)
+            if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+                return false;
+        return *host && !strchr("/?#:@", *host);
+    }
     return !strncmp(spec, "stdio:", 6) && spec[6 + strspn(spec + 6, " ")];
 }
 
@@ -639,7 +645,7 @@ static int parse_args(options *o, int argc, char **argv)
         if (!mcp_server_ok(&o->mcp.v[i])) {
             cli_error("--mcp %s=%s: expected NAME=SPEC, NAME 1..64 bytes "
                       "without a dot, SPEC \"stdio:COMMAND ARG...\" or an "
-                      "http:// or https:// URL",
+                      "http:// or https:// URL with a host",
                       QUOTE(o->mcp.v[i].name), QUOTE(o->mcp.v[i].spec));
             return EXIT_USAGE;
         }

@@ -226,8 +226,14 @@ static int parse_spec(char ***out, const char *spec)
     if (!spec || strncmp(spec, "stdio:", 6) != 0)
         return pl__err(PL_EINVAL,
                        "MCP server spec '%.80s': expected "
-                       "\"stdio:COMMAND ARG...\"",
-                       spec ? spec : "(null)");
+                       "\"stdio:COMMAND ARG...\"%s",
+                       spec ? spec : "(null)",
+#ifdef PL_MCP_HTTP
+                       " or an http(s):// URL"
+#else
+                       ""
+#endif
+        );
     char **v = calloc(MAX_ARGS + 1, sizeof *v);
     if (!v)
         return PL_ENOMEM;
@@ -611,6 +617,16 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     if (spec && (strncmp(spec, "http://", 7) == 0 ||
                  strncmp(spec, "https://", 8) == 0)) {
 #ifdef PL_MCP_HTTP
+        const char *bad = pl__mcp_http_url_bad(spec);
+        if (bad) {
+            /* not the URL itself: it may hold a password */
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s: the endpoint is no http(s) URL "
+                         "(%s): expected http://HOST[:PORT]/PATH or "
+                         "https://...",
+                         name, bad);
+            goto done;
+        }
         if (o->token_env && (!*o->token_env || strchr(o->token_env, '='))) {
             st = pl__err(PL_EINVAL, "MCP options: bad token_env");
             goto done;
