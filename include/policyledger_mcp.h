@@ -35,7 +35,9 @@
  *     -32601 (no such method) and -32002 (no such resource) NotFound,
  *     -32001 (request timeout) Timeout, anything else ToolBug;
  *   - the transport: a server that cannot be started, exits, or closes its
- *     output: RetryableServer (the next call starts it again); no answer
+ *     output: RetryableServer (the next call starts it again, its
+ *     handshake waiting start_timeout_ms as at registration, then the
+ *     request its timeout, all within the call's deadline); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
  *     `notifications/cancelled` for the request (a call whose deadline
@@ -194,7 +196,9 @@ typedef struct pl_mcp_options {
     /** One request's longest wait; 0 = 30000.  Both timeouts: past 2^40
      *  ms (34 years), one that never comes. */
     long timeout_ms;
-    long start_timeout_ms; /**< the handshake's and tools/list's; 0 = 60000 */
+    long start_timeout_ms;    /**< the handshake's and tools/list's (at
+                                registration, and when a call starts the
+                                server again); 0 = 60000 */
     size_t max_message_bytes; /**< longest message read; 0 = 4 MiB, at most
                                    256 MiB.  Keep results below the
                                    engine's max_payload. */

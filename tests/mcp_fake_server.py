@@ -38,6 +38,8 @@ a test tells two servers of one DIR apart).  MODE:
                 name, not an array
     schemaless  as ok, with one tool more ("loose") whose inputSchema is a
                 string, no schema
+    slowrestart as ok, but a server started after the first one of DIR
+                takes 2 s to start
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -49,6 +51,8 @@ import time
 
 mode, d = sys.argv[1], sys.argv[2]
 log = open(os.path.join(d, "log"), "a")
+if mode == "slowrestart" and os.path.exists(os.path.join(d, "pids")):
+    time.sleep(2)
 with open(os.path.join(d, "pids"), "a") as f:
     f.write("%d\n" % os.getpid())
 own_log = open(os.path.join(d, "log-%d" % os.getpid()), "a")

@@ -67,6 +67,30 @@ Test(mcp_promises, a_list_changed_is_read_again_within_the_calls_deadline)
                  "a call past its deadline was sent");
 }
 
+/* ---- a server started again at a call: start_timeout_ms --------------- */
+
+/* The handshake of a server started again at a call waits
+ * start_timeout_ms, as every handshake does, not the call's timeout_ms,
+ * which is the wait for the tool's answer: a server slower to start than
+ * a call is long (here 2 s, and calls of half a second) was stopped at
+ * each call that started it again, and its tools never answered again. */
+Test(mcp_promises, a_server_started_again_gets_start_timeout_ms_to_start)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 500;
+    o.start_timeout_ms = 30000;
+    open_fake("slowrestart", &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.die\"},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"b\"}},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
+                     3);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
+    cr_expect(strstr(first_text(at(got, 1)), "\"b\""), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 2)), "\"c\""), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
 /* ---- an inputSchema that is no schema ----------------------------------- */
 
 /* A tool whose inputSchema is not a JSON object is a malformed schema:
