@@ -187,7 +187,8 @@ typedef struct pl_mcp_options {
     /** Environment variables the server gets from the engine's process,
      *  by name, beside HOME, LOGNAME, PATH, SHELL, TERM, USER and LANG,
      *  which it always gets (when set).  Every other variable is left
-     *  out. */
+     *  out.  A name that is none (empty, or holding '=') is PL_EINVAL,
+     *  over HTTP too, where no process gets them. */
     const char *const *env;
     size_t n_env;
     /** A file the server's standard error is appended to; NULL: the
@@ -213,7 +214,9 @@ typedef struct pl_mcp_options {
                                PL_IN_DOUBT_FAIL */
     /** HTTP: the environment variable whose value is sent as
      *  "Authorization: Bearer <value>" (read at each request, never
-     *  recorded); NULL: none. */
+     *  recorded); NULL: none.  A name that is none (empty, or holding
+     *  '=') is PL_EINVAL, for a stdio server too, which has no use for
+     *  it. */
     const char *token_env;
     /** A tool whose inputSchema the validator refuses (a keyword it does
      *  not evaluate, such as "unevaluatedProperties" or "$dynamicRef"; a

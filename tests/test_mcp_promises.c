@@ -143,3 +143,46 @@ Test(mcp_promises, a_url_without_a_host_is_a_bad_spec)
 #endif
     cr_expect_eq(pl_registry_count(F.reg), 0);
 }
+
+/* ---- a bad option, whatever the transport ------------------------------- */
+
+/* A variable name that is none ("A=B", "") in env or token_env is a bad
+ * option, PL_EINVAL, before anything starts, whether or not the server's
+ * transport uses it: env was checked only for a stdio server and
+ * token_env only for an endpoint, the other registering (or failing to
+ * reach its server, PL_EIO) with the option ignored. */
+Test(mcp_promises, a_bad_variable_name_is_refused_whatever_the_transport)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    static const char *const bad_env[] = {"HOME", "A=B"};
+    static const char *const empty_env[] = {""};
+    const char *const specs[] = {spec, "http://127.0.0.1:1/mcp"};
+    for (int k = 0; k < 2; k++) {
+        pl_mcp_options o = quiet();
+        o.env = bad_env;
+        o.n_env = 2;
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "'A=B'"), "%s", pl_errmsg());
+        o.env = empty_env;
+        o.n_env = 1;
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        o = quiet();
+        o.token_env = "TOKEN=x";
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "token_env"), "%s", pl_errmsg());
+        o.token_env = "";
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect_null(F.mcp);
+    }
+    cr_expect_eq(pl_registry_count(F.reg), 0);
+    /* nothing was started */
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "initialize", NULL), 0);
+}
