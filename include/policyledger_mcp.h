@@ -42,8 +42,9 @@
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
  *     `notifications/cancelled` for the request (a call whose deadline
  *     has already passed is a Timeout that is never sent; a server
- *     that does not read a request to its end in that time is stopped,
- *     the next call starting it again); a message
+ *     that does not read a request to its end in that time, whether it
+ *     took part of it or none, is stopped, the next call starting it
+ *     again, and nothing is cancelled); a message
  *     longer than max_message_bytes: ToolBug, and the server is stopped
  *     (memory stays bounded: nothing past the cap is kept).  Lines on
  *     the server's output that are not JSON-RPC are skipped (a server

@@ -38,6 +38,8 @@ a test tells two servers of one DIR apart).  MODE:
                 name, not an array
     schemaless  as ok, with one tool more ("loose") whose inputSchema is a
                 string, no schema
+    deaf        as ok, but once it has listed its tools it reads nothing
+                more and never exits by itself
     slowrestart as ok, but a server started after the first one of DIR
                 takes 2 s to start
     relisthang  as ok, but "echo" says notifications/tools/list_changed
@@ -127,6 +129,9 @@ for line in sys.stdin:
                                              else [])})
         else:
             result(i, {"tools": TOOLS[:2], "nextCursor": "page2"})
+        if mode == "deaf" and params.get("cursor") == "page2":
+            while True:  # its input is read no more
+                time.sleep(60)
     elif method == "tools/call":
         called = True
         if mode == "relisthang":

@@ -91,6 +91,44 @@ Test(mcp_promises, a_server_started_again_gets_start_timeout_ms_to_start)
     cJSON_Delete(got);
 }
 
+/* ---- a server that reads no more --------------------------------------- */
+
+/* A server that stops reading its input is stopped when a request cannot
+ * be written to it in time, and started again at the next call, as the
+ * header says of "a server that does not read a request to its end": it
+ * was stopped only when part of the request had been taken, but a short
+ * request goes in whole or not at all, so with its input full the server
+ * was never stopped and every call waited its timeout, unsent (and was
+ * then "cancelled", a notification for a request the server never
+ * had). */
+Test(mcp_promises, a_server_that_reads_no_more_is_started_again)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1;
+    open_fake("deaf", &o);
+    char pids[4300];
+    snprintf(pids, sizeof pids, "%s/pids", F.dir);
+    cr_assert_eq(count_lines(pids, "", NULL), 1);
+    /* small calls, each one unanswered, until the server's input is full */
+    int k = 0;
+    for (bool full = false; !full; k++) {
+        cr_assert_lt(k, 20000, "the server's input never filled");
+        char id[32];
+        snprintf(id, sizeof id, "r%d", k);
+        cJSON *got = run(id, "[{\"tool\": \"fake.echo\"}]", 1);
+        expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
+        full = strstr(s_of(at(got, 0), "message"), "does not read its input");
+        cJSON_Delete(got);
+    }
+    cr_expect_eq(count_lines(pids, "", NULL), 1);
+    cJSON *got = run("last", "[{\"tool\": \"fake.echo\"}]", 1);
+    cJSON_Delete(got);
+    cr_expect_eq(count_lines(pids, "", NULL), 2,
+                 "the server that reads nothing was not started again "
+                 "(%d calls)",
+                 k);
+}
+
 /* ---- an inputSchema that is no schema ----------------------------------- */
 
 /* A tool whose inputSchema is not a JSON object is a malformed schema:
