@@ -52,7 +52,7 @@ LAYOUT(run_options, pl_run_options, PL_RUN_OPTIONS, END(pl_run_options, check),
        sizeof(pl_run_options));
 LAYOUT(worker_options, pl_worker_options, PL_WORKER_OPTIONS,
        END(pl_worker_options, skipped), END(pl_worker_options, retain_ms),
-       sizeof(pl_worker_options));
+       END(pl_worker_options, retain_failed_ms), sizeof(pl_worker_options));
 LAYOUT(schedule, pl_schedule, PL_SCHEDULE, END(pl_schedule, start_ms),
        sizeof(pl_schedule));
 LAYOUT(tombstone, pl_tombstone, PL_TOMBSTONE, sizeof(pl_tombstone));

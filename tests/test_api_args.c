@@ -191,7 +191,8 @@ Test(api_args, engine_and_runs)
                     0})
 #define WORKER_V(v) WORKER_RETAIN(v, 0, 0)
 #define WORKER_RETAIN(v, ms, failed_ms)                                        \
-    (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, (ms), (failed_ms)})
+    (&(pl_worker_options){(v), 0, 0, NULL, NULL, NULL, NULL, (ms),             \
+                          (failed_ms), NULL, NULL})
 #define POOL(v, threads, per, stack)                                           \
     (&(pl_pool_options){(v), (threads), (per), (stack)})
 #define GRANT (&(pl_rate_grant){PL_RATE_GRANT_VERSION, false, 0, 0, 0, 0})

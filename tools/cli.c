@@ -214,6 +214,17 @@ bool cli_run_id_ok(const char *id)
     return true;
 }
 
+bool cli_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || n > PL_MAX_NAME)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
 /*
  * A link's successor by the engine's rule for the ids of a chain
  * (docs/design.md §12.2): "<id>~1" after "<id>", "<base>~<n+1>"

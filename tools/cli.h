@@ -167,6 +167,11 @@ const char *cli_store_shown(const char *path);
 /* Is @p id a run id: 1..PL_MAX_RUN_ID bytes of [A-Za-z0-9._:@~-]? */
 bool cli_run_id_ok(const char *id);
 
+/* Is @p s a name the engine could take (an event's, a policy's): 1..
+ * PL_MAX_NAME bytes, no control character?  Its UTF-8 is left to the
+ * engine; this lets a tool refuse a bad flag before it opens a store. */
+bool cli_name_ok(const char *s);
+
 /* The id of a link's successor in a chain of runs continued as new, by
  * the engine's rule ("<id>~1", then "<base>~<n+1>"): how the successor of
  * a deleted link is found, a tombstone keeping no links.  @p out holds

@@ -86,7 +86,9 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
                ri->reason ? cli_text(ri->reason) : "(no reason recorded)");
     if (ri->status == PL_RUN_CANCELLED)
-        printf("  CANCELLED  %s\n", ri->reason ? cli_text(ri->reason) : "");
+        printf("  CANCELLED  %s\n", ri->reason && *ri->reason
+                                        ? cli_text(ri->reason)
+                                        : "(no reason given)");
     if (ri->status == PL_RUN_WAITING)
         printf("  WAITING at invocation %s\n",
                ri->suspended_path ? cli_text(ri->suspended_path) : "?");

@@ -711,6 +711,12 @@ static int parse_args(options *o, int argc, char **argv)
                           : "--signal needs --name EVENT");
         return EXIT_USAGE;
     }
+    if (o->name && !cli_name_ok(o->name)) {
+        cli_error("--name: an event name is 1..%d bytes, no control "
+                  "characters",
+                  PL_MAX_NAME);
+        return EXIT_USAGE;
+    }
     if (o->reason && o->mode != MODE_CANCEL) {
         cli_error("--reason goes with --cancel");
         return EXIT_USAGE;

@@ -118,7 +118,8 @@ void mode_worker(tool *t)
         worst(t, EXIT_USAGE);
         return;
     }
-    uint64_t done = 0, susp = 0, failed = 0, skipped = 0;
+    uint64_t done = 0, susp = 0, waiting = 0, failed = 0, cancelled = 0,
+             skipped = 0;
     pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
     wo.concurrency = t->opt.concurrency;
     wo.retain_ms = t->retain_ms;
@@ -127,6 +128,8 @@ void mode_worker(tool *t)
     wo.suspended = &susp;
     wo.failed = &failed;
     wo.skipped = &skipped;
+    wo.waiting = &waiting;
+    wo.cancelled = &cancelled;
     int st = pl_worker_run(t->engine, &wo);
     if (st) {
         cli_error("the worker stopped: %s (%s)", pl_errmsg(),
@@ -136,15 +139,18 @@ void mode_worker(tool *t)
     if (!t->opt.json)
         fprintf(stderr,
                 "%s: worker stopped: %llu completed, %llu suspended, %llu "
-                "failed, %llu not executed\n",
+                "waiting, %llu failed, %llu cancelled, %llu not executed\n",
                 cli_name(), (unsigned long long)done, (unsigned long long)susp,
-                (unsigned long long)failed, (unsigned long long)skipped);
+                (unsigned long long)waiting, (unsigned long long)failed,
+                (unsigned long long)cancelled, (unsigned long long)skipped);
     else { /* the tallies, as --wake's next due: runs holds runs only */
         cJSON *j = cJSON_CreateObject();
         if (j) {
             cJSON_AddNumberToObject(j, "completed", (double)done);
             cJSON_AddNumberToObject(j, "suspended", (double)susp);
+            cJSON_AddNumberToObject(j, "waiting", (double)waiting);
             cJSON_AddNumberToObject(j, "failed", (double)failed);
+            cJSON_AddNumberToObject(j, "cancelled", (double)cancelled);
             cJSON_AddNumberToObject(j, "not_executed", (double)skipped);
             cJSON_Delete(t->summary);
             t->summary = j;

@@ -166,7 +166,7 @@ cJSON *json_str_or_null(const char *s)
     return s ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
-const char *or_dash(const char *s) { return s ? s : "-"; }
+const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 
 void print_refused(const id_list *ids, const int *why)
 {

@@ -61,7 +61,7 @@ typedef struct worker {
     pl_engine *e;
     unsigned poll_ms;
     pthread_mutex_t mu; /* guards the counters and fatal */
-    uint64_t completed, suspended, failed, skipped;
+    uint64_t completed, suspended, waiting, failed, cancelled, skipped;
     int fatal; /* a read-only engine: no thread can work */
     char fatal_msg[PL__ERRMSG_MAX];
     /* the store (guarded by mu) */
@@ -399,8 +399,12 @@ static void *work(void *arg)
         else if (o->status == PL_RUN_COMPLETED ||
                  o->status == PL_RUN_CONTINUED) /* its successor is queued */
             w->completed++;
-        else if (o->status == PL_RUN_SUSPENDED || o->status == PL_RUN_WAITING)
+        else if (o->status == PL_RUN_SUSPENDED)
             w->suspended++;
+        else if (o->status == PL_RUN_WAITING)
+            w->waiting++;
+        else if (o->status == PL_RUN_CANCELLED)
+            w->cancelled++;
         else
             w->failed++;
         pthread_mutex_unlock(&w->mu);
@@ -478,6 +482,15 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
     free(th);
     if (opts->completed)
         *opts->completed = w.completed;
+    /* a version 3 caller, or one not asking apart: counted as before */
+    if (opts->waiting)
+        *opts->waiting = w.waiting;
+    else
+        w.suspended += w.waiting;
+    if (opts->cancelled)
+        *opts->cancelled = w.cancelled;
+    else
+        w.failed += w.cancelled;
     if (opts->suspended)
         *opts->suspended = w.suspended;
     if (opts->failed)

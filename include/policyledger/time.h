@@ -230,8 +230,9 @@ int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
 int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
                   const pl_run_options *opts);
 
-/* Version 2 appended retain_ms, version 3 retain_failed_ms. */
-#define PL_WORKER_OPTIONS_VERSION 3
+/* Version 2 appended retain_ms, version 3 retain_failed_ms, version 4
+ * waiting and cancelled. */
+#define PL_WORKER_OPTIONS_VERSION 4
 
 /** Worker options.  Initialise with PL_WORKER_OPTIONS_INIT. */
 typedef struct pl_worker_options {
@@ -241,10 +242,11 @@ typedef struct pl_worker_options {
     unsigned poll_ms;     /**< how long an idle worker waits before it
                                looks for work again; 0 = 100 */
     /** Counters, written when pl_worker_run() returns (may be NULL):
-     *  executions that ended completed, suspended (or waiting) and failed
-     *  (or cancelled), and runs
-     *  taken but not finished here (handed back at a stop, taken over, or
-     *  not executable: a policy not registered here, a store failure). */
+     *  executions that ended completed (or continued as new), suspended
+     *  (or waiting, unless @c waiting is given) and failed (or cancelled,
+     *  unless @c cancelled is given), and runs taken but not finished
+     *  here (handed back at a stop, taken over, or not executable: a
+     *  policy not registered here, a store failure). */
     uint64_t *completed, *suspended, *failed, *skipped;
     /**
      * Since version 2.  The retention rule this worker applies: about
@@ -274,10 +276,18 @@ typedef struct pl_worker_options {
      * shorter gives.
      */
     uint64_t retain_failed_ms;
+    /**
+     * Since version 4.  Counters, as the ones above: the executions that
+     * ended waiting (for a time or an event) and those that ended
+     * cancelled.  Each given is counted here and not in @c suspended or
+     * @c failed; NULL: counted there, as before version 4.
+     */
+    uint64_t *waiting, *cancelled;
 } pl_worker_options;
 
 #define PL_WORKER_OPTIONS_INIT                                                 \
-    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0, 0 }
+    { PL_WORKER_OPTIONS_VERSION, 0, 0, NULL, NULL, NULL, NULL, 0, 0,         \
+      NULL, NULL }
 
 /**
  * Execute queued and crashed runs until pl_worker_stop().  Each of

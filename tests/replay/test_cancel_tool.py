@@ -112,6 +112,15 @@ def case_a_suspended_run_ends_now_with_or_without_its_plugin():
                              expect=5)
         check([(r["run_id"], r["status"]) for r in doc["runs"]]
               == [("ap-2", "cancelled")], "--json", doc)
+        # with no reason given, the summary says so (it printed an empty
+        # "reason: " line), and so does ledger-dump
+        start(s, "approval", "ap-4", "suspended\n")
+        p = bare(s, "--cancel", "ap-4", expect=5)
+        check("\n  reason: -\n" in p.stdout, "no reason's line", p.stdout)
+        p = base.run([ARGS.dump, s.path, "--run", "ap-4"], env=s.env,
+                     expect=0)
+        check("\n  CANCELLED  (no reason given)\n" in p.stdout,
+              "ledger-dump's line", p.stdout)
         # a reason holding control characters is printed escaped: raw, it
         # rewrote the terminal and forged a line of the output
         start(s, "approval", "ap-3", "suspended\n")
@@ -164,12 +173,12 @@ CASES = [case_a_waiting_run_ended_here_is_summed_up_and_exits_5,
          case_a_suspended_run_ends_now_with_or_without_its_plugin]
 
 
-def main(cases=None, more=()):
-    """Run @cases (default: this file's), with the tools' paths as flags
-    (and those named in @more too: test_submit_keys.py's)."""
+def main(cases=None):
+    """Run @cases (default: this file's; test_submit_keys.py passes its
+    own), with the tools' paths as flags."""
     global ARGS, PG
     ap = argparse.ArgumentParser()
-    for name in ("tool", "plugin", "helper") + tuple(more):
+    for name in ("tool", "plugin", "helper", "dump"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("--pg", action="store_true")
     ap.add_argument("cases", nargs="*")

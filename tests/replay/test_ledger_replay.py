@@ -878,6 +878,14 @@ def case_time():
                      ["--run", "aw-1", "--reason", "x"],
                      ["--signal", "aw-1", "--name", "go", "--payload", "[1]"]):
             s.tool(*argv, plugins=P, expect=1)
+        # a name the engine refuses is said before the store opens: it
+        # said "no store" for a path with none, whatever the name
+        for name in ("", "a\tb", "n" * 256):
+            p = run([ARGS.tool, s.path + ".none", "--signal", "aw-1",
+                     "--name", name, "--payload", "{}"], env=s.env, expect=1)
+            check(p.stderr.startswith("ledger-replay: --name: an event name "
+                                      "is 1..255 bytes"), "no --name error",
+                  p.stderr)
         # a signal with the plugin loaded continues the run here
         doc, _ = s.tool_json("--signal", "aw-1", "--name", "go",
                              "--payload", '{"n": 1}', plugins=P, expect=0)

@@ -85,4 +85,4 @@ CASES = [case_a_key_limits_what_the_worker_takes]
 
 
 if __name__ == "__main__":
-    sys.exit(tools.main(CASES, more=("dump",)))
+    sys.exit(tools.main(CASES))

@@ -504,17 +504,30 @@ class Replay(Stores, unittest.TestCase):
 
     def test_worker_json(self):
         """--worker --json: stopped by SIGTERM, exit 0, one document on
-        stdout with its counts in summary; runs holds runs only."""
+        stdout with its counts in summary, each end apart (waiting was
+        counted as suspended, cancelled as failed); runs holds runs
+        only."""
         store = self.new_store()
-        self.ok(A.replay, store, "--plugin", A.plugin, "--submit", "note",
-                "--payload", '{"text":"w"}', "--new-id", "w-1")
-        out = self.worker(store, lambda: self.status(store, "w-1") ==
-                          "completed", "--json")
+        for policy, payload, run_id in (("note", '{"text":"w"}', "w-1"),
+                                        ("approval", "{}", "w-2"),
+                                        ("await", "{}", "w-3"),
+                                        ("approval", '{"fail":true}', "w-4")):
+            self.ok(A.replay, store, "--plugin", A.plugin, "--submit",
+                    policy, "--payload", payload, "--new-id", run_id)
+        # a waiting run, cancelled where its plugin is not loaded: the
+        # worker ends it
+        self.ok(A.helper, "start", store, A.plugin, "await", "w-5", "{}")
+        self.ok(A.replay, store, "--cancel", "w-5")
+        want = ["completed", "suspended", "waiting", "failed", "cancelled"]
+        runs = ["w-%d" % i for i in range(1, 6)]
+        out = self.worker(store, lambda: [self.status(store, r)
+                                          for r in runs] == want, "--json")
         doc = json.loads(out)
         self.assertEqual((doc["mode"], doc["exit"], doc["runs"]),
                          ("worker", 0, []))
-        self.assertEqual(doc["summary"], {"completed": 1, "suspended": 0,
-                                          "failed": 0, "not_executed": 0})
+        self.assertEqual(doc["summary"], {
+            "completed": 1, "suspended": 1, "waiting": 1, "failed": 1,
+            "cancelled": 1, "not_executed": 0})
 
     def test_readers_on_a_read_only_file_system(self):
         """What writes nothing opens the store read-only, so a store on a
