@@ -514,7 +514,8 @@ typedef struct pl_paginate_options {
  * continuation has no place at opts->param in the request: an
  * "InvalidInput" error; the pages before it are merged), "malformed_page"
  * (a later page's items are not an array) or "repeated_continuation" (a
- * page returned the continuation that asked for it).  "next", "note" and "error" are there only when they
+ * page returned the continuation that asked for it; the first page's is
+ * the one the call's payload holds at opts->param, if any).  "next", "note" and "error" are there only when they
  * apply.  Never a silent cut: every page read is in the ledger whole.
  * @param[out] out the decorator.
  * @param opts NULL for defaults; borrowed (see above).
