@@ -113,6 +113,9 @@ void drift_begin(drift *d, pl_durability mode);
 /* drift_begin(), the server settled before each probe (pg_settle()). */
 void drift_begin_settled(drift *d, pl_durability mode);
 const char *drift_end(drift *d, cJSON *o);
+/* The probes' medians, their spread and the note of drift_end() in @p o,
+ * beside the figures they judge (--json). */
+void drift_json(drift *d, cJSON *o);
 
 /*
  * ---- model_server.c ----

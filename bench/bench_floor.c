@@ -326,6 +326,13 @@ void drift_begin_settled(drift *d, pl_durability mode)
     d->nb = probe(mode, true, d->before);
 }
 
+/* The larger relative range of the two sets of probes. */
+static double drift_spread(drift *d)
+{
+    double sb = rel_range(d->before, d->nb), sa = rel_range(d->after, d->na);
+    return sb > sa ? sb : sa;
+}
+
 /* Probe again; d->note says whether the floor moved (also in @p o). */
 const char *drift_end(drift *d, cJSON *o)
 {
@@ -335,20 +342,24 @@ const char *drift_end(drift *d, cJSON *o)
         return d->note;
     double b = median(d->before, d->nb), a = median(after, na);
     double moved = b > 0 ? fabs(a - b) / b : 0;
-    double sb = rel_range(d->before, d->nb), sa = rel_range(after, na);
-    double spread = sb > sa ? sb : sa;
+    double spread = drift_spread(d);
     if (moved > spread && moved > NOISE_MIN)
         snprintf(d->note, sizeof d->note, "floor moved %.0f%%: noisy host",
                  moved * 100);
     else if (spread > UNSTEADY_MAX)
         snprintf(d->note, sizeof d->note,
                  "floor unsteady (spread %.0f%%): noisy host", spread * 100);
-    if (o) {
-        jnum(o, "floor_probe_before_us", b * 1e6);
-        jnum(o, "floor_probe_after_us", a * 1e6);
-        jnum(o, "floor_probe_spread", spread);
-        if (d->note[0])
-            cJSON_AddStringToObject(o, "noise", d->note);
-    }
+    drift_json(d, o);
     return d->note;
+}
+
+void drift_json(drift *d, cJSON *o)
+{
+    if (!o || !d->nb || !d->na)
+        return;
+    jnum(o, "floor_probe_before_us", median(d->before, d->nb) * 1e6);
+    jnum(o, "floor_probe_after_us", median(d->after, d->na) * 1e6);
+    jnum(o, "floor_probe_spread", drift_spread(d));
+    if (d->note[0])
+        cJSON_AddStringToObject(o, "noise", d->note);
 }

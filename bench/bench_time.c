@@ -487,8 +487,11 @@ int report_w7(bool quick)
     for (int i = 0; i < d.na; i++)
         say(" %.1f", d.after[i] * 1e6);
     say("\n");
-    if (noise[0])
+    if (noise[0]) {
         say("  %s: lateness not judged\n", noise);
+        cJSON_AddStringToObject(g_json, g_pg_uri ? "pg_w7_noise" : "w7_noise",
+                                noise);
+    }
     const char *pre = g_pg_uri ? "PostgreSQL W7" : "W7";
     char what[96];
     if (anon[1] > 0) {
@@ -652,6 +655,7 @@ int report_w8(void)
         say("  %s: not judged\n", d.note);
     cJSON *o = cJSON_AddObjectToObject(g_json,
                                        g_pg_uri ? "pg_w8_signal" : "w8_signal");
+    drift_json(&d, o);
     jnum(o, "signal_to_next_step_ms", r.next_s * 1e3);
     jnum(o, "signal_to_durable_ms", r.signal_s * 1e3);
     jnum(o, "raw_commit_ms", r.floor_s * 1e3);

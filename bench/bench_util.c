@@ -285,7 +285,11 @@ void report_goals(bool quick)
         jnum(o, "value", gl->value);
         jnum(o, "target", gl->target);
         cJSON_AddBoolToObject(o, "at_most", gl->at_most);
-        cJSON_AddBoolToObject(o, "met", met);
+        /* not judged: neither met nor missed, as the table says it */
+        if (gl->noise[0])
+            cJSON_AddNullToObject(o, "met");
+        else
+            cJSON_AddBoolToObject(o, "met", met);
         cJSON_AddItemToArray(arr, o);
     }
 }

@@ -311,6 +311,7 @@ int report_w1(bool quick)
                                         ? "back to back"
                                         : "in turns");
             jnum(o, "ratio_to_floor", ratio);
+            drift_json(&d, o);
             jnum(o, "rawcall_us_per_call", rcall.per_call_s * 1e6);
             jnum(o, "rawcall_ratio_to_floor", rcall.of_floor);
             jnum(o, "ratio_to_rawcall", rcall.engine_of);

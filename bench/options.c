@@ -10,22 +10,24 @@
 void usage(FILE *f)
 {
     fprintf(
-        f,
-        "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
-        "       pl-bench [--quick] [--json] --store URI\n"
-        "  --quick     small sizes, finishes in well under a minute\n"
-        "  --json      print one JSON document instead of the table\n"
-        "  --dir DIR   where the stores go (default: a new directory "
-        "under $TMPDIR or /tmp)\n"
-        "  --only LIST the workloads to run, e.g. w1,w4, fanout, "
-        "churn, agent, rate, mcp or take\n"
-        "              (default: all)\n"
-        "  --store URI W1, W3, W6, W7, W8, rate, take and churn on PostgreSQL "
-        "(a postgresql:// URI),\n"
-        "              W1 and W3 next to a libpq floor (--only: of these)\n"
-        "  -h, --help  this text\n"
-        "Exit status: 0 every workload ran, 1 one did not (or DIR cannot be "
-        "made), 2 bad usage.\n");
+        f, "usage: pl-bench [--quick] [--json] [--dir DIR] [--only LIST]\n"
+           "       pl-bench [--quick] [--json] [--only LIST] --store URI\n"
+           "  --quick     small sizes, finishes in well under a minute\n"
+           "  --json      print one JSON document instead of the table\n"
+           "  --dir DIR   where the stores go (default: a new directory under\n"
+           "              $TMPDIR or /tmp)\n"
+           "  --only LIST the workloads to run, e.g. w1,w4, fanout, churn, "
+           "agent, rate,\n"
+           "              mcp or take (default: all)\n"
+           "  --store URI W1, W3, W6, W7, W8, rate, take and churn on "
+           "PostgreSQL (a\n"
+           "              postgresql:// URI), W1 and W3 next to a libpq floor "
+           "(--only: of\n"
+           "              these)\n"
+           "  -h, --help  this text\n"
+           "Exit status: 0 every workload ran, 1 one did not (or DIR cannot be "
+           "made),\n"
+           "2 bad usage.\n");
 }
 
 unsigned parse_only(const char *list)

@@ -65,7 +65,9 @@
  *     then says why no further attempt was made and after how many), or
  *     InvalidModelAction
  *     (see pl_llm_malformed).  A response body that is not the protocol's
- *     JSON is InvalidInput, not retried.
+ *     JSON is InvalidInput, not retried; so is an answer of more than 128
+ *     tool calls (Anthropic's: more than 1024 content blocks), streamed
+ *     or not, and no tool runs.
  *   - Retries happen inside one model call, before it is recorded: up to
  *     max_attempts, waiting by decorrelated jitter, or what the server
  *     asks: retry-after-ms (milliseconds, as OpenAI and Anthropic send it)
@@ -152,11 +154,12 @@
  * policy in the same run, starts again at the first response.
  * "arguments" is an object, or a string the model "wrote" (so a script can
  * play arguments that are not JSON); a call without "id" gets one.  A
- * response {"status": N} is an HTTP failure: 429 and 5xx are retried (the
- * retry plays the next response, without waiting), any other status fails
- * the call as above.  "usage" is optional (default: a quarter of the
- * request's and the answer's bytes; so is a count that is not 0 to 1e15).  Past the last response, the call
- * fails with InvalidInput.
+ * response {"status": N} is an HTTP failure: 408, 409, 429 and 5xx are
+ * retried as over HTTP (the retry plays the next response, without
+ * waiting; max_attempts spent, the message says so), any other status
+ * fails the call as above.  "usage" is optional (default: a quarter of the
+ * request's and the answer's bytes; so is a count that is not 0 to 1e15).
+ * Past the last response, the call fails with InvalidInput.
  *
  * "stream_delay_ms" (a number, beside "responses") makes a streamed
  * scripted answer wait that long before each piece, as a model writing:
@@ -293,9 +296,10 @@ typedef struct pl_llm_options {
     unsigned max_tokens;       /**< 0: the provider's default (Anthropic,
                                     whose API requires one: 1024) */
     /** JSON Schema text (an object) of the final answer, or NULL.  With no
-     *  tools it goes to the provider as the response format; with tools, a
-     *  tool "submit" with it as parameters is offered, whose call is the
-     *  final answer.  The answer must be JSON valid against the schema
+     *  tools it goes to the provider as the response format (Anthropic,
+     *  whose messages API has none: as the tool below, alone, which the
+     *  model is told to call); with tools, a tool "submit" with it as
+     *  parameters is offered, whose call is the final answer.  The answer must be JSON valid against the schema
      *  (pl_schema_validate(); else it is a malformed answer); the final
      *  `text` step is then {"text": the JSON text, "json": its value}.
      *  A schema that does not compile is PL_EINVAL at registration. */
@@ -304,7 +308,8 @@ typedef struct pl_llm_options {
     unsigned reprompt_limit;   /**< re-prompts in a row, each a turn of
                                     the loop; default 2 */
     const char *base_url;      /**< overrides the provider's base URL */
-    const char *api_key_env;   /**< the key's variable; NULL: the default */
+    const char *api_key_env;   /**< the key's variable; NULL: the default
+                                    (empty, or holding '=': PL_EINVAL) */
     unsigned connect_timeout_ms; /**< 0: 10 s */
     unsigned timeout_ms;       /**< one attempt, in all; 0: 120 s */
     unsigned max_attempts;     /**< attempts per model call; 0: 4 */
@@ -317,8 +322,9 @@ typedef struct pl_llm_options {
      *  model (its compact JSON text; the observation when the result has
      *  one, see pl_decorator_observe()).  A larger one is sent as cap sends
      *  it (pl_decorator_cap()): {"truncated": true, "original_bytes",
-     *  "max_bytes", "note", "preview"}, within the cap; the ledger keeps it
-     *  whole.  0: 512000. */
+     *  "max_bytes", "note", "preview"}, within the cap, an error result's
+     *  still an error ("error": true, its "code", a "message"); the ledger
+     *  keeps it whole.  0: 512000. */
     size_t max_tool_result_bytes;
     /** Since version 3: stream the model's answers.  Not NULL: each model
      *  call asks the provider for a stream and calls on_delta with each

@@ -111,6 +111,20 @@ void t_server_start(t_server *s, const char *script_json)
     snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d/v1", s->port);
 }
 
+const char *t_model_on(char *out, size_t n, const t_server *s,
+                       const char *protocol, const char *url)
+{
+    setenv("OPENAI_API_KEY", "sk-loopback-1234", 1);
+    setenv("ANTHROPIC_API_KEY", "sk-loopback-1234", 1);
+    setenv("GEMINI_API_KEY", "sk-loopback-1234", 1);
+    if (strcmp(protocol, "ollama") != 0) {
+        snprintf(out, n, "%s", url);
+        return s->base;
+    }
+    snprintf(out, n, "ollama://127.0.0.1:%d/m", s->port);
+    return NULL;
+}
+
 void t_server_stop(t_server *s)
 {
     for (int i = 0; i < g_n_pids; i++)

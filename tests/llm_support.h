@@ -27,6 +27,13 @@ cJSON *t_server_log(const t_server *s);
 /* How many requests it received. */
 int t_server_requests(const t_server *s);
 
+/* Into @p out, the model URL for @p protocol's loopback server @p s:
+ * @p url, or for "ollama" (whose URL names its server)
+ * ollama://127.0.0.1:PORT/m; and every provider's key set.  Returns the
+ * base URL for the options: @p s's, NULL for Ollama. */
+const char *t_model_on(char *out, size_t n, const t_server *s,
+                       const char *protocol, const char *url);
+
 /* Write @p text to a new file @p name in a fresh temporary directory. */
 const char *t_write_file(const char *name, const char *text);
 /* The whole file, NUL-terminated (caller frees), and its length. */

@@ -346,3 +346,33 @@ PROTO_TEST(unauthorized_maps_without_retry_and_hides_the_key)
     free(res);
     fixture_free(&f);
 }
+
+/* The scripted model plays HTTP failures as the servers' are taken: a
+ * retryable one whose attempts are spent says so, and after how many, as
+ * the header promises of every RateLimited, RetryableServer or Timeout
+ * result; 408 and 409 are retried as they are over HTTP. */
+Test(llm_faults, the_scripted_models_spent_retries_say_why)
+{
+    const char *script = t_write_file(
+        "spent.json", "{\"responses\": [{\"status\": 408}, {\"status\": 429}, "
+                      "{\"status\": 429}, {\"text\": \"late\"}]}");
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.max_attempts = 3;
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[]", "spent");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED);
+    const cJSON *r = pl_outcome_result(out);
+    cr_expect_str_eq(t_str(r, "code"), PL_ERR_RATE_LIMITED, "%s", t_text(r));
+    const char *msg = t_str(r, "message");
+    cr_expect(msg && strstr(msg, "HTTP 429 from the scripted model (not tried "
+                                 "again after 3 attempts: no attempt was "
+                                 "left (max_attempts 3))"),
+              "%s", msg ? msg : "(none)");
+    cr_expect_eq(t_scripted_served(script), 3);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -595,3 +595,40 @@ Test(llm_openai, no_key_for_the_default_server_fails_the_run_clearly)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* A tool's error result over max_tool_result_bytes is cut as cap cuts
+ * it (pl_decorator_cap()): the replacement stays an error of its code,
+ * so the model reads that the tool failed, not a preview that looks like
+ * a result. */
+Test(llm_openai, a_cut_error_result_stays_an_error_for_the_model)
+{
+    serve(script(2, answer(NULL, "c1", "oops", "{}"),
+                 answer("it failed", NULL, NULL, NULL)));
+    pl_registry *reg;
+    pl_llm_options o = opts();
+    o.max_tool_result_bytes = 40; /* the error result is 57 bytes */
+    pl_engine *e = engine_for(&reg, &o);
+    pl_outcome *out = t_agent(e, "try it", "[\"oops\"]", "cut");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cJSON *log = t_server_log(&g_srv);
+    const cJSON *m, *tool = NULL;
+    cJSON_ArrayForEach(m, at(req(log, 1), "messages"))
+    {
+        if (t_str(m, "role") && !strcmp(t_str(m, "role"), "tool"))
+            tool = m;
+    }
+    cr_assert_not_null(tool, "no tool message");
+    cJSON *sent = cJSON_Parse(t_str(tool, "content"));
+    cr_expect(cJSON_IsTrue(at(sent, "truncated")), "%s",
+              t_str(tool, "content"));
+    cr_expect(cJSON_IsTrue(at(sent, "error")), "not an error: %s",
+              t_str(tool, "content"));
+    expect_str(t_str(sent, "code"), PL_ERR_TOOL_BUG);
+    expect_has(t_str(sent, "message"), "truncated");
+    cJSON_Delete(sent);
+    cJSON_Delete(log);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -176,6 +176,19 @@ Test(llm_openai, bad_model_urls_are_clear_errors)
         cr_expect_eq(pl_llm_register(reg, "m", "openai://x", NULL, &o),
                      PL_EINVAL, "%s", hostless[i]);
     }
+    o.base_url = NULL;
+    /* a key's variable that no variable can be: refused here, not a run
+     * failing at its first model call ("set  in the environment") or a
+     * server asked without the key that was meant */
+    const char *no_var[] = {"", "KEY=x"};
+    for (size_t i = 0; i < sizeof no_var / sizeof no_var[0]; i++) {
+        o.api_key_env = no_var[i];
+        cr_expect_eq(pl_llm_register(reg, "m", "openai+http://h:1/v1#x", NULL,
+                                     &o),
+                     PL_EINVAL, "'%s'", no_var[i]);
+        expect_has(pl_errmsg(), "api_key_env");
+    }
+    o.api_key_env = NULL;
     cr_expect_eq(pl_llm_register(NULL, "m", "openai://x", NULL, NULL),
                  PL_EINVAL);
     cr_expect_eq(pl_llm_register(reg, "m", "openai+http://h:1/v1#x", NULL,

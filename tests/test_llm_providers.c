@@ -512,3 +512,67 @@ Test(llm_providers, ollama_without_a_port_asks_port_11434)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* An output schema with no tools goes to every provider: OpenAI's
+ * response_format, Gemini's responseSchema, Ollama's format; Anthropic's
+ * messages API has no response format, so the schema goes as the "submit"
+ * tool, the answer a call of it; and the answer is checked and kept as
+ * JSON alike. */
+static void schema_reaches(const char *protocol, const char *model_url,
+                           const char *answer)
+{
+    char script[400], model[128];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"%s\", \"responses\": [{\"answer\": %s, "
+             "\"usage\": [2, 1]}]}",
+             protocol, answer);
+    t_server srv;
+    t_server_start(&srv, script);
+    pl_llm_options o = quick(t_model_on(model, sizeof model, &srv, protocol,
+                                        model_url));
+    o.output_schema = "{\"type\": \"object\", \"required\": [\"zeta\"], "
+                      "\"properties\": {\"zeta\": {\"type\": \"integer\"}}}";
+    pl_registry *reg = t_llm_registry(model, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "give zeta", "[]", "schema");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    const cJSON *json = at(pl_outcome_result(out), "json");
+    cr_expect(cJSON_IsNumber(at(json, "zeta")) &&
+                  at(json, "zeta")->valueint == 7,
+              "%s: %s", protocol, t_text(pl_outcome_result(out)));
+    cJSON *log = t_server_log(&srv);
+    char *body = t_text(body_of(log, 0));
+    cr_expect(strstr(body, "\"required\":[\"zeta\"]"),
+              "%s: the schema is not in the request: %s", protocol, body);
+    if (!strcmp(protocol, "anthropic")) {
+        const cJSON *b = body_of(log, 0);
+        expect_str(t_str(item(at(b, "tools"), 0), "name"), "submit");
+        expect_str(t_str(at(b, "tool_choice"), "name"), "submit");
+        expect_str(t_str(at(b, "tool_choice"), "type"), "tool");
+    }
+    free(body);
+    cJSON_Delete(log);
+    /* replayed from the ledger: the same request, no model call */
+    pl_outcome *again = NULL;
+    cr_assert_eq(pl_run_continue(&again, e, "schema", NULL), PL_OK);
+    cr_expect_eq(again->status, PL_RUN_COMPLETED, "%s: %s", protocol,
+                 again->reason ? again->reason : "");
+    cr_expect_eq(t_server_requests(&srv), 1, "%s", protocol);
+    pl_outcome_free(again);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_server_stop(&srv);
+}
+
+Test(llm_providers, an_output_schema_without_tools_reaches_every_provider)
+{
+    const char *json = "{\"text\": \"{\\\"zeta\\\": 7}\"}";
+    schema_reaches("openai", "openai://m", json);
+    schema_reaches("gemini", "gemini://g", json);
+    schema_reaches("ollama", "ollama", json);
+    schema_reaches("anthropic", "anthropic://c",
+                   "{\"tool_calls\": [{\"id\": \"toolu_1\", \"name\": "
+                   "\"submit\", \"arguments\": {\"zeta\": 7}}]}");
+}

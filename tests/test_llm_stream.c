@@ -692,7 +692,7 @@ Test(llm_stream, a_tool_index_past_the_bound_is_refused)
     refused("openai", "openai://m",
             "{\"stream_raw\": \"data: {\\\"choices\\\": [{\\\"delta\\\": "
             "{\\\"tool_calls\\\": [{\\\"index\\\": 1000000}]}}]}\\n\\n\"}",
-            0, "tool call index out of range");
+            0, "more than 128 tool calls");
 }
 
 Test(llm_stream, a_50_mb_stream_stops_at_the_cap)

@@ -134,10 +134,12 @@ def lists(s):
         st, doc, _ = s.get("/api/runs?" + query)
         check(st == 200 and ids(doc) == want, "?%s: %s (%d %s)" %
               (query, want, st, doc))
-    st, doc, _ = s.get("/api/inbox")
-    check(st == 200 and ids(doc) == ["order-2!", "order-5!"],
-          "the inbox names the damaged runs, whose state is not known: "
-          "%d %s" % (st, doc))
+    for query in ("", "?order=", "?order=asc"):
+        st, doc, _ = s.get("/api/inbox" + query)
+        check(st == 200 and ids(doc) == ["order-2!", "order-5!"] and
+              doc["order"] == "asc",
+              "the inbox%s names the damaged runs, whose state is not "
+              "known, oldest first: %d %s" % (query, st, doc))
 
 
 def counts(s):
@@ -169,6 +171,20 @@ def run_pages(s):
         check(st == 500 and doc["error"] == "PL_ECORRUPT" and
               run_id in doc["message"], "continuing %s is refused, saying "
               "why: %d %s" % (run_id, st, doc))
+        # every action is refused for the record, as the reads refuse
+        # it: a signal or a cancellation is not judged by the status a
+        # damaged record names ("has ended")
+        for action, body in (("signal", {"name": "go"}), ("cancel", None),
+                             ("fork", {"at": "0:1"}),
+                             ("upgrade", {"at": "0:1"}), ("delete", None),
+                             ("answer", {}), ("check", None)):
+            st, doc, _ = s.post("/api/runs/%s/%s" % (run_id, action), body)
+            check(st == 500 and doc["error"] == "PL_ECORRUPT" and
+                  doc["message"].startswith("reading the run: run '%s'" %
+                                            run_id) and
+                  "checksum" in doc["message"],
+                  "%s of %s is refused as the reads refuse it: %d %s" %
+                  (action, run_id, st, doc))
     st, doc, _ = s.get("/api/runs/order-4")
     check(st == 200 and doc["run"]["status"] == "completed",
           "a sound run's page: %d %s" % (st, doc))

@@ -486,6 +486,13 @@ def test(tmp):
         check(st == 200, "the cookie is taken")
         st, doc, _ = t.get("/login?token=nope")
         check(st == 403, "a wrong login is refused")
+        # the token given twice is read as sent: not the first of them
+        for q in ("token=%s&token=nope" % token, "token=%s&TOKEN=" % token):
+            st, doc, h = t.get("/login?" + q)
+            check(st == 400 and doc["error"] == "duplicate_parameter" and
+                  "set-cookie" not in h,
+                  "a login with the token given twice is refused: %d %s" %
+                  (st, doc))
     finally:
         t.stop()
 

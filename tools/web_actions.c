@@ -256,20 +256,51 @@ static int do_answer(web *w, const char *id, const web_req *r, cJSON **out)
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
 }
 
-/* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
- * it and end it superseded (pl_run_upgrade()); the new run continued. */
-/* Run @p id replays under the loaded code (a check, executing and writing
- * nothing, finds no divergence): ledger-replay --upgrade refuses it. */
-static bool replays(web *w, const char *id)
+/*
+ * Can run @p id's record be read?  200, or the answer a read gives: 500
+ * PL_ECORRUPT for a damaged record, before an action is asked of the
+ * engine: pl_run_signal() and pl_run_cancel() judge the run by the status
+ * a damaged record still names (refusing it as ended, or marking it), and
+ * the others say it in words of their own.  A run not in the store is
+ * left to the action, which says so.
+ */
+static int readable(web *w, const char *id, cJSON **out)
+{
+    pl_run_info *ri = NULL;
+    int st = pl_run_get(&ri, w->engine, id);
+    pl_run_info_free(ri);
+    return !st || st == PL_ENOTFOUND
+               ? 200
+               : web_fail_status(out, st, "reading the run");
+}
+
+/*
+ * The check ledger-replay --upgrade makes first (executing and writing
+ * nothing): 200 when run @p id diverges under the loaded code (a changed
+ * step, or a code version it does not support), which is what an upgrade
+ * is for; 409 not_needed when it replays; else the check's own refusal (a
+ * policy not loaded, a step that cannot be read), nothing forked or
+ * superseded.
+ */
+static int needs_upgrade(web *w, const char *id, cJSON **out)
 {
     pl_outcome *o = NULL;
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
     ro.check = true;
     int st = pl_run_continue(&o, w->engine, id, &ro);
     pl_outcome_free(o);
-    return st == PL_OK || st == PL_ECHECK;
+    if (st == PL_ENONDET || st == PL_ECODEVERSION)
+        return 200;
+    if (st == PL_OK || st == PL_ECHECK)
+        return web_fail(out, 409, "not_needed",
+                        "run %s replays under the loaded code: nothing to "
+                        "upgrade",
+                        QUOTE(id));
+    return web_fail_status(out, st, "checking the run before its upgrade");
 }
 
+/* Fork run @p id at a root step, or (@p upgrade) upgrade it there: fork
+ * it and end it superseded (pl_run_upgrade()); the new run continued. */
 static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                    cJSON **out)
 {
@@ -289,12 +320,13 @@ static int do_fork(web *w, const char *id, const web_req *r, bool upgrade,
                         "\"new_id\": a run id (optional)}",
                         verb);
     }
-    if (upgrade && replays(w, id)) {
+    if ((http = readable(w, id, out)) != 200) {
         cJSON_Delete(body);
-        return web_fail(out, 409, "not_needed",
-                        "run %s replays under the loaded code: nothing to "
-                        "upgrade",
-                        QUOTE(id));
+        return http;
+    }
+    if (upgrade && (http = needs_upgrade(w, id, out)) != 200) {
+        cJSON_Delete(body);
+        return http;
     }
     char *new_id = NULL;
     const char *want = cJSON_IsString(nid) ? nid->valuestring : NULL;
@@ -437,6 +469,10 @@ static int do_signal(web *w, const char *id, const web_req *r, cJSON **out)
                         "signal: {\"name\": the event's name, \"payload\": "
                         "a JSON object (optional)}");
     }
+    if ((http = readable(w, id, out)) != 200) {
+        cJSON_Delete(body);
+        return http;
+    }
     pl_outcome *o = NULL;
     int64_t t0 = cli_now_us();
     int st = pl_run_signal(&o, w->engine, id, name->valuestring,
@@ -476,7 +512,9 @@ static int do_cancel(web *w, const char *id, const web_req *r, cJSON **out)
         return web_fail(out, 400, "bad_request",
                         "cancel: {\"reason\": a string (optional)}");
     }
-    int http = cancel_run(w, id, reason ? reason->valuestring : "", out);
+    int http = readable(w, id, out);
+    if (http == 200)
+        http = cancel_run(w, id, reason ? reason->valuestring : "", out);
     cJSON_Delete(body);
     return http;
 }
@@ -484,6 +522,9 @@ static int do_cancel(web *w, const char *id, const web_req *r, cJSON **out)
 /* Delete run @p id, which must have ended; its tombstone stays. */
 static int do_delete(web *w, const char *id, cJSON **out)
 {
+    int http = readable(w, id, out);
+    if (http != 200)
+        return http;
     int st = pl_run_delete(w->engine, id);
     if (st)
         return web_fail(out, web_http_status(st), pl_status_name(st),

@@ -478,7 +478,8 @@ int api_inbox(web *w, const web_req *r, cJSON **out)
     if (http != 200)
         return http;
     f.status = PL_RUN_SUSPENDED;
-    if (!web_arg(r, "order"))
+    const char *order = web_arg(r, "order");
+    if (!order || !*order) /* "order=" is not given, as for every filter */
         f.asc = true;
     return list(w, &f, true, out);
 }

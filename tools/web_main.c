@@ -46,9 +46,10 @@ static void usage(FILE *f)
         "\n"
         "  --plugin LIB.so     load a plugin's policies (repeatable): what\n"
         "                      continuing, answering and checking runs need\n"
-        "  --listen HOST:PORT  the address to serve on (default\n"
-        "                      127.0.0.1:8080; port 0 picks a free one).\n"
-        "                      An address other than loopback needs a token\n"
+        "  --listen HOST:PORT  the address to serve on, HOST an IP address\n"
+        "                      or localhost (default 127.0.0.1:8080; port 0\n"
+        "                      picks a free one).  An address other than\n"
+        "                      loopback needs a token\n"
         "  --read-only         open the store read-only, as ledger-dump does:\n"
         "                      every action but verify is refused (403)\n"
         "  --token-file FILE   the token every request must carry (at least\n"
@@ -172,6 +173,15 @@ static bool parse_listen(const char *text, char *host, size_t n, unsigned *port)
     return true;
 }
 
+/* An address web_http_start() can bind: an IP address, or localhost. */
+static bool is_address(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    return !strcmp(host, "localhost") || inet_pton(AF_INET, host, &a4) == 1 ||
+           inet_pton(AF_INET6, host, &a6) == 1;
+}
+
 static bool is_loopback(const char *host)
 {
     struct in_addr a4;
@@ -293,6 +303,13 @@ int main(int argc, char **argv)
     if (!parse_listen(a.listen, host, sizeof host, &port)) {
         cli_error("--listen %s: expected HOST:PORT (127.0.0.1:8080, "
                   "[::1]:8080, 0.0.0.0:8080)",
+                  QUOTE(a.listen));
+        rc = CLI_EXIT_USAGE;
+        goto done;
+    }
+    if (!is_address(host)) { /* a bad value, said before the store opens */
+        cli_error("--listen %s: HOST is an IP address (127.0.0.1, ::1, "
+                  "0.0.0.0) or localhost, not a name to look up",
                   QUOTE(a.listen));
         rc = CLI_EXIT_USAGE;
         goto done;

@@ -511,6 +511,18 @@ static void route_post(web *w, web_req *r, web_reply *out)
     json_reply(out, status, doc);
 }
 
+/* A parameter read given twice: 400 duplicate_parameter in @p out. */
+static bool given_twice(const web_req *r, web_reply *out)
+{
+    const char *twice = web_arg_twice(r);
+    if (!twice)
+        return false;
+    char msg[64];
+    snprintf(msg, sizeof msg, "the parameter %s is given twice", twice);
+    error_reply(out, 400, "duplicate_parameter", msg);
+    return true;
+}
+
 void web_handle(web *w, web_req *r, web_reply *out)
 {
     *out = (web_reply){.fd = -1};
@@ -566,7 +578,8 @@ void web_handle(web *w, web_req *r, web_reply *out)
         return;
     }
     if (get && !strcmp(r->url, "/login")) {
-        login(w, r, out);
+        if (!given_twice(r, out)) /* ?token=RIGHT&token=x is not a login */
+            login(w, r, out);
         return;
     }
     const char *allow = api ? api_methods(r->url) : READS;
@@ -598,13 +611,8 @@ void web_handle(web *w, web_req *r, web_reply *out)
         error_reply(out, 413, "too_large", "the request body is too large");
         return;
     }
-    const char *twice = web_arg_twice(r);
-    if (twice) {
-        char msg[64];
-        snprintf(msg, sizeof msg, "the parameter %s is given twice", twice);
-        error_reply(out, 400, "duplicate_parameter", msg);
+    if (given_twice(r, out))
         return;
-    }
     if (get)
         route_get(w, r, out);
     else

@@ -52,9 +52,9 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
 {
     *out = NULL;
     *n = 0;
-    if (!a->n_actions)
-        return PL_OK;
     bool submit = pl__llm_has_submit(m, a);
+    if (!a->n_actions && !submit)
+        return PL_OK;
     pl__llm_tool *t = calloc(a->n_actions + submit, sizeof *t);
     if (!t)
         return pl__err(PL_ENOMEM, "out of memory");
@@ -83,6 +83,7 @@ static int make_tools(pl__llm_tool **out, size_t *n, pl_ctx *ctx,
     size_t k = a->n_actions;
     if (submit) {
         t[k].name = PL__LLM_SUBMIT;
+        t[k].submit = true;
         t[k].description = "Submit the final answer; its arguments are the "
                            "answer.";
         t[k].parameters = cJSON_Duplicate(m->output_schema, 1);
@@ -493,6 +494,11 @@ int pl_llm_register(pl_registry *reg, const char *name, const char *model_url,
                        "pl_llm_register: unknown malformed-output "
                        "rule %d",
                        (int)o.malformed);
+    if (o.api_key_env && (!*o.api_key_env || strchr(o.api_key_env, '=')))
+        return pl__err(PL_EINVAL,
+                       "pl_llm_register: api_key_env '%.100s' is no "
+                       "environment variable's name (empty, or holding '=')",
+                       o.api_key_env);
     if (o.temperature != o.temperature || o.temperature > 2.0)
         return pl__err(PL_EINVAL, "pl_llm_register: temperature must be at "
                                   "most 2 (negative: the provider's default)");

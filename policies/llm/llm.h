@@ -78,6 +78,7 @@ typedef struct pl__llm_tool {
     const char *description;     /* may be NULL */
     cJSON *parameters;           /* owned */
     pl_schema *check;            /* parameters compiled, or NULL; owned */
+    bool submit;                 /* the final answer's tool (PL__LLM_SUBMIT) */
 } pl__llm_tool;
 
 /* names.c: whether @p name is a tool name provider @p p accepts. */
@@ -101,7 +102,8 @@ PL__HIDDEN const pl__llm_tool *pl__llm_tool_by_wire(const pl__llm_tool *tools,
                                                     size_t n, const char *wire);
 
 /* With an output schema and tools, the final answer comes as a call of this
- * tool (unless a policy of that name is offered). */
+ * tool (unless a policy of that name is offered); so it does without tools
+ * for Anthropic, whose messages API has no response format. */
 #define PL__LLM_SUBMIT "submit"
 PL__HIDDEN bool pl__llm_has_submit(const pl__llm *m, const pl_action *action);
 
@@ -142,6 +144,11 @@ PL__HIDDEN bool pl__llm_joins_tool_results(const pl__llm *m);
  * must not be split across two calls where the provider joins them. */
 PL__HIDDEN int pl__llm_encode_messages(pl__buf *out, const pl__llm *m,
                                        const cJSON *messages, bool comma);
+
+/* The most tool calls one answer may hold, and (Anthropic) content
+ * blocks: an answer past them is refused alike, streamed or not. */
+#define PL__LLM_MAX_CALLS 128
+#define PL__LLM_MAX_BLOCKS 1024
 
 /* Parse a provider's response body into a normalised answer and usage. */
 PL__HIDDEN int pl__llm_parse_response(cJSON **answer, long *in_tokens,

@@ -219,7 +219,7 @@ static int tools_sig(pl__buf *out, pl_ctx *ctx, const pl__llm *m,
         for (int k = 0; !st && k < 3; k++)
             st = pl__buf_append(out, parts[k], strlen(parts[k]) + 1);
     }
-    char submit = a->n_actions && pl__llm_has_submit(m, a) ? 's' : '-';
+    char submit = pl__llm_has_submit(m, a) ? 's' : '-';
     if (!st)
         st = pl__buf_append(out, &submit, 1);
     return st ? pl__err(st, "out of memory") : PL_OK;

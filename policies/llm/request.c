@@ -91,14 +91,18 @@ static size_t char_start(const char *s, size_t n)
 }
 
 /*
- * What the model is sent for a tool's result @p r: its observation when it
- * has one (pl_decorator_observe()), else the result, as compact JSON; over
- * @p cap bytes, the shape pl_decorator_cap() gives, within the cap (with a
- * cap smaller than its note, an empty preview).  Caller frees; NULL when
- * out of memory.
+ * What the model is sent for the tool's result step @p s: its observation
+ * when it has one (pl_decorator_observe()), else the result, as compact
+ * JSON; over @p cap bytes, the shape pl_decorator_cap() gives, within the
+ * cap (with a cap smaller than its note, an empty preview), an error
+ * result's an error of its code as cap's is.  Caller frees; NULL when out
+ * of memory.
  */
-static char *tool_content(const cJSON *r, size_t cap)
+static char *tool_content(const pl_step *s, size_t cap)
 {
+    const cJSON *r = pl_step_payload(s);
+    bool err = pl_step_is_error(s);
+    const char *code = pl_step_error_code(s);
     const cJSON *obs = cJSON_GetObjectItemCaseSensitive(r, "observation");
     if (cJSON_IsObject(obs) && cJSON_GetObjectItemCaseSensitive(r, "raw"))
         r = obs;
@@ -119,6 +123,12 @@ static char *tool_content(const cJSON *r, size_t cap)
         int st = pl_json_pack(&c, "{s:b, s:I, s:I, s:s, s:s}", "truncated", 1,
                               "original_bytes", (int64_t)len, "max_bytes",
                               (int64_t)cap, "note", note, "preview", text);
+        if (!st && err &&
+            (!cJSON_AddTrueToObject(c, "error") ||
+             (code && !cJSON_AddStringToObject(c, "code", code)) ||
+             !cJSON_AddStringToObject(c, "message",
+                                      "the error result was truncated")))
+            st = PL_ENOMEM;
         text[keep] = saved;
         free(out);
         out = st ? NULL : cJSON_PrintUnformatted(c);
@@ -196,9 +206,9 @@ int pl__llm_conv_step(pl__llm_conv *cv, const pl__llm *m, const pl_step *s)
         if (cv->head >= cv->n)
             break; /* no call of the model's: nothing to bind to */
         const cJSON *call = cv->calls[cv->head++];
-        char *j = tool_content(sp, m->o.max_tool_result_bytes
-                                       ? m->o.max_tool_result_bytes
-                                       : DEFAULT_TOOL_RESULT);
+        char *j = tool_content(s, m->o.max_tool_result_bytes
+                                      ? m->o.max_tool_result_bytes
+                                      : DEFAULT_TOOL_RESULT);
         cJSON *msg = j ? message(cv->msgs, "tool", j) : NULL;
         if (!msg ||
             !cJSON_AddStringToObject(msg, "tool_call_id", str_of(call, "id")) ||
@@ -407,6 +417,16 @@ static cJSON *anthropic_body(const pl__llm *m, const cJSON *messages,
                                "input_schema", tools[i].parameters) &&
                  cJSON_AddItemToArray(arr, t);
         }
+    }
+    /* the output schema's tool alone (no tools offered): the answer is
+     * its call, as Anthropic's API gives structured output */
+    if (ok && n_tools == 1 && tools[0].submit) {
+        cJSON *tc = NULL;
+        ok = !pl_json_pack(&tc, "{s:s, s:s}", "type", "tool", "name",
+                           tools[0].wire) &&
+             cJSON_AddItemToObject(b, "tool_choice", tc);
+        if (!ok)
+            cJSON_Delete(tc);
     }
     if (ok && m->o.temperature >= 0)
         ok = cJSON_AddNumberToObject(b, "temperature", m->o.temperature);

@@ -242,6 +242,13 @@ static int parse_tree(cJSON **answer, long *in_tokens, long *out_tokens,
     }
     if (want)
         return pl__err(PL_EJSON, "the model's response has no %s", want);
+    /* the limits a stream is held to (stream.c), so that an answer is
+     * taken or refused alike, streamed or not */
+    if (content && cJSON_GetArraySize(content) > PL__LLM_MAX_BLOCKS)
+        return pl__err(PL_EJSON,
+                       "the model's response has more than %d content "
+                       "blocks, the most one answer may hold",
+                       PL__LLM_MAX_BLOCKS);
     cJSON *a = cJSON_CreateObject();
     cJSON *calls = a ? cJSON_AddArrayToObject(a, "tool_calls") : NULL;
     bool ok = calls && (content ? anthropic_answer(a, calls, content)
@@ -250,6 +257,13 @@ static int parse_tree(cJSON **answer, long *in_tokens, long *out_tokens,
     if (!ok) {
         cJSON_Delete(a);
         return pl__err(PL_ENOMEM, "out of memory");
+    }
+    if (cJSON_GetArraySize(calls) > PL__LLM_MAX_CALLS) {
+        cJSON_Delete(a);
+        return pl__err(PL_EJSON,
+                       "the model's response has more than %d tool calls, "
+                       "the most one answer may hold",
+                       PL__LLM_MAX_CALLS);
     }
     *answer = a;
     return PL_OK;
@@ -265,7 +279,8 @@ static bool offered(const pl_action *action, const char *name)
 
 bool pl__llm_has_submit(const pl__llm *m, const pl_action *action)
 {
-    return m->output_schema && action->n_actions &&
+    return m->output_schema &&
+           (action->n_actions || m->url.provider == PL__LLM_ANTHROPIC) &&
            !offered(action, PL__LLM_SUBMIT);
 }
 

@@ -18,8 +18,8 @@
 
 #include "llm.h"
 
-#define MAX_CALLS 128   /* tool calls in one answer */
-#define MAX_BLOCKS 1024 /* Anthropic's content blocks */
+#define MAX_CALLS PL__LLM_MAX_CALLS   /* tool calls in one answer */
+#define MAX_BLOCKS PL__LLM_MAX_BLOCKS /* Anthropic's content blocks */
 #define EVENT_NAME 64
 
 typedef struct call {
@@ -216,10 +216,16 @@ static int add_text(pl__llm_stream *s, const cJSON *v)
 
 static call *call_at(pl__llm_stream *s, double index)
 {
-    if (!(index >= 0 && index < MAX_CALLS)) {
+    if (!(index >= 0)) {
         fail(s, PL__LLM_STREAM_BAD,
-             pl__strdup("the model's stream has a tool call index out of "
-                        "range (0..127)"));
+             pl__strdup("the model's stream has a negative tool call index"));
+        return NULL;
+    }
+    if (index >= MAX_CALLS) { /* as a whole answer of as many is refused */
+        fail(s, PL__LLM_STREAM_BAD,
+             pl__asprintf("the model's response has more than %d tool "
+                          "calls, the most one answer may hold",
+                          MAX_CALLS));
         return NULL;
     }
     size_t i = (size_t)index;
@@ -370,8 +376,13 @@ static int anthropic_event(pl__llm_stream *s, const cJSON *v)
              !strcmp(t, "content_block_delta")) {
         if (!block)
             return fail(s, PL__LLM_STREAM_BAD,
-                        pl__strdup("the model's stream has a content block "
-                                   "index out of range (0..1023)"));
+                        bi >= MAX_BLOCKS
+                            ? pl__asprintf("the model's response has more "
+                                           "than %d content blocks, the "
+                                           "most one answer may hold",
+                                           MAX_BLOCKS)
+                            : pl__strdup("the model's stream has a content "
+                                         "block without a valid index"));
         bool start = t[14] == 's';
         const cJSON *b = get(v, start ? "content_block" : "delta");
         const cJSON *bt = get(b, "type");

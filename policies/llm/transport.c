@@ -189,6 +189,24 @@ static bool retryable_status(long status)
 
 static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
 
+/* Say in a retryable failure's message why it was not tried again, and
+ * after how many attempts. */
+static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
+{
+    char why[200];
+    va_list ap;
+    va_start(ap, attempts);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    char *msg = pl__asprintf("%s (not tried again after %u attempt%s: %s)",
+                             a->message ? a->message : "model call failed",
+                             attempts, attempts == 1 ? "" : "s", why);
+    if (msg) {
+        free(a->message);
+        a->message = msg;
+    }
+}
+
 #if PL_WITH_CURL
 /* What differs between the HTTP providers. */
 typedef struct provider {
@@ -462,24 +480,6 @@ done:
     free(auth);
     pl__buf_free(&s.body);
     pl__llm_stream_free(s.stream);
-}
-
-/* Say in a retryable failure's message why it was not tried again, and
- * after how many attempts. */
-static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
-{
-    char why[200];
-    va_list ap;
-    va_start(ap, attempts);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    char *msg = pl__asprintf("%s (not tried again after %u attempt%s: %s)",
-                             a->message ? a->message : "model call failed",
-                             attempts, attempts == 1 ? "" : "s", why);
-    if (msg) {
-        free(a->message);
-        a->message = msg;
-    }
 }
 
 /* The body as sent for a stream: the request with the provider's stream
@@ -810,6 +810,8 @@ static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
                                       a->status);
             if (a->retryable && i + 1 < max)
                 continue;
+            if (a->retryable) /* as an HTTP call says it (http_exchange) */
+                gave_up(a, "no attempt was left (max_attempts %u)", i + 1, max);
             break;
         }
         st = scripted_answer(a, r, strlen(body));

@@ -127,6 +127,51 @@ class Help(unittest.TestCase):
                "ledger-web": ["tools/web_main.c"],
                "pl-bench": ["bench/bench.c"]}
 
+    def test_help_fits_a_terminal(self):
+        """--help's lines are at most 80 columns (pl-bench's ran to 91,
+        ledger-replay's to 91)."""
+        tools = [("ledger-dump", A.dump), ("ledger-web", A.web),
+                 ("ledger-replay", A.replay)]
+        if A.bench:
+            tools.append(("pl-bench", A.bench))
+        for tool, path in tools:
+            rc, text, err = run(path, "--help")
+            self.assertEqual(rc, 0, tool)
+            wide = [line for line in text.splitlines() if len(line) > 80]
+            self.assertEqual(wide, [], tool)
+
+    def test_bench_json_says_the_noise(self):
+        """--json says what the table says of a noisy floor: each W1
+        figure has its floor's probes beside it (and noise, when they
+        moved), and a goal not judged is neither met nor missed (met:
+        null).  W1 left its probes out, and a goal not judged said met:
+        true or false."""
+        if not A.bench:
+            self.skipTest("built without pl-bench")
+        tmp = tempfile.mkdtemp(prefix="pl-promises-bench-json-")
+        try:
+            rc, out, err = run(A.bench, "--quick", "--json", "--only", "w1",
+                               "--dir", tmp, timeout=600)
+            self.assertEqual(rc, 0, err)
+            doc = json.loads(out)
+            noisy = set()
+            for fig in doc["w1_sequential"]:
+                for k in ("floor_probe_before_us", "floor_probe_after_us",
+                          "floor_probe_spread"):
+                    self.assertIn(k, fig, fig)
+                if "noise" in fig:
+                    noisy.add("W1 %s, N=%d:" % (fig["durability"], fig["n"]))
+            for goal in doc["goals"]:
+                if "not_judged" in goal:
+                    self.assertIsNone(goal["met"], goal)
+                else:
+                    self.assertIn(goal["met"], (True, False), goal)
+                # a figure said noisy has its goal not judged
+                if any(goal["goal"].startswith(n) for n in noisy):
+                    self.assertIn("not_judged", goal)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_bench_usage(self):
         """pl-bench's bad usage is exit 2 and one line of why, before any
         workload runs; a workload --store cannot run is refused."""
@@ -767,6 +812,28 @@ class Web(Stores, unittest.TestCase):
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())
 
+    def test_listen_takes_an_address(self):
+        """--listen HOST:PORT whose HOST is a name (ledger-web binds IP
+        addresses and localhost) is a bad value: exit 1, saying so, before
+        the store is opened; it was exit 2 ("cannot serve") once the store
+        was open, or "without a token" without one."""
+        tmp = tempfile.mkdtemp(prefix="pl-promises-listen-")
+        try:
+            store = os.path.join(tmp, "none.db")  # never opened
+            env = dict(os.environ, PL_WEB_TOKEN="0123456789abcdef0123")
+            none = dict(os.environ)
+            none.pop("PL_WEB_TOKEN", None)
+            for name, e in (("example.com", env), ("localhost.", env),
+                            ("example.com", none)):
+                rc, out, err = run(A.web, store, "--listen", name + ":8080",
+                                   env=e)
+                self.assertEqual(rc, 1, (name, err))
+                self.assertIn("--listen", err.splitlines()[0], name)
+                self.assertIn("IP address", err.splitlines()[0], name)
+                self.assertEqual(os.listdir(tmp), [], name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_a_plugin_that_crashes_while_loading(self):
         """A plugin is trusted code; one that dies in pl_plugin_init takes
         ledger-web down as it does ledger-replay: exit 2 and a line naming
@@ -906,6 +973,26 @@ class Web(Stores, unittest.TestCase):
                                   j["run_id"], "tombstone" in j),
                                  (404, error, "not_run", run,
                                   error == "deleted"), (action, j))
+
+    def test_an_upgrade_whose_check_fails_writes_nothing(self):
+        """/upgrade checks the run first, as ledger-replay --upgrade does,
+        and goes on only for a divergence: a check that cannot be made
+        (here its policy is not loaded) refuses the upgrade with the
+        check's error, the run left as it was and no run made.  It was
+        taken for a divergence: the run was forked, ended superseded by
+        a new run that could not run, and the answer was a refusal."""
+        store = self.new_store()
+        self.ok(A.helper, "start", store, A.plugin, "approval", "ap-1", "{}")
+        url, csrf = self.web(store)  # no --plugin
+        code, j = self.api(url, "/api/runs/ap-1/upgrade", '{"at": "0:1"}',
+                           csrf)
+        self.assertEqual((code, j["run_id"], j["status"], j["error"]),
+                         (404, "ap-1", "not_run", "PL_ENOTFOUND"), j)
+        self.assertIn("not registered", j["message"])
+        self.assertNotIn("new_run", j)
+        runs = self.api(url, "/api/runs")[1]["runs"]
+        self.assertEqual([(r["id"], r["status"]) for r in runs],
+                         [("ap-1", "suspended")])
 
     def raw(self, url, path, method, csrf):
         """(HTTP status, headers, JSON answer) of a request by method."""
