@@ -102,8 +102,12 @@ static int read_options(pl_rate_limit_options *o,
                          "%s: the resource must be named (1 to %d bytes of "
                          "UTF-8 with no control characters)",
                          fn, PL_MAX_FLOW_KEY);
+    /* pl_rate_take()'s and pl_rate_take_units()'s bounds alike */
     if (o->window_ms < 1)
         return pl_errorf(PL_EINVAL, "%s: window_ms %lld is not a window", fn,
+                         (long long)o->window_ms);
+    if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
+        return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
                          (long long)o->window_ms);
     if (!o->budget) {
         if (o->unit || o->estimate_member || o->estimate || o->usage)
@@ -123,9 +127,6 @@ static int read_options(pl_rate_limit_options *o,
     if (o->budget > PL_RATE_MAX_UNITS)
         return pl_errorf(PL_EINVAL, "%s: budget %llu is more than 2^53", fn,
                          (unsigned long long)o->budget);
-    if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
-        return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
-                         (long long)o->window_ms);
     if (!o->unit)
         o->unit = "tokens";
     if (!unit_ok(o->unit))
