@@ -35,13 +35,16 @@
  *     -32601 (no such method) and -32002 (no such resource) NotFound,
  *     -32001 (request timeout) Timeout, anything else ToolBug;
  *   - the transport: a server that cannot be started, exits, or closes its
- *     output: RetryableServer (the next call starts it again); no answer
+ *     output: RetryableServer (the next call starts it again, its
+ *     handshake waiting start_timeout_ms as at registration, then the
+ *     request its timeout, all within the call's deadline); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
  *     `notifications/cancelled` for the request (a call whose deadline
  *     has already passed is a Timeout that is never sent; a server
- *     that does not read a request to its end in that time is stopped,
- *     the next call starting it again); a message
+ *     that does not read a request to its end in that time, whether it
+ *     took part of it or none, is stopped, the next call starting it
+ *     again, and nothing is cancelled); a message
  *     longer than max_message_bytes: ToolBug, and the server is stopped
  *     (memory stays bounded: nothing past the cap is kept).  Lines on
  *     the server's output that are not JSON-RPC are skipped (a server
@@ -153,7 +156,9 @@
  * answer and before each call; over HTTP, on the event streams of the
  * answers), and a server started again after it died, make the next call
  * list the tools again (the call that starts it again is sent on the list
- * as it was): later calls record the new list.  The policies
+ * as it was; the listing waits start_timeout_ms at most, and never past
+ * the call's deadline: a list not read keeps the last one, and the next
+ * call tries again): later calls record the new list.  The policies
  * stay those registered: a tool the server adds is registered by the next
  * pl_mcp_register(); one it removes answers NotFound.
  */
@@ -183,7 +188,8 @@ typedef struct pl_mcp_options {
     /** Environment variables the server gets from the engine's process,
      *  by name, beside HOME, LOGNAME, PATH, SHELL, TERM, USER and LANG,
      *  which it always gets (when set).  Every other variable is left
-     *  out. */
+     *  out.  A name that is none (empty, or holding '=') is PL_EINVAL,
+     *  over HTTP too, where no process gets them. */
     const char *const *env;
     size_t n_env;
     /** A file the server's standard error is appended to; NULL: the
@@ -192,7 +198,9 @@ typedef struct pl_mcp_options {
     /** One request's longest wait; 0 = 30000.  Both timeouts: past 2^40
      *  ms (34 years), one that never comes. */
     long timeout_ms;
-    long start_timeout_ms; /**< the handshake's and tools/list's; 0 = 60000 */
+    long start_timeout_ms;    /**< the handshake's and tools/list's (at
+                                registration, and when a call starts the
+                                server again); 0 = 60000 */
     size_t max_message_bytes; /**< longest message read; 0 = 4 MiB, at most
                                    256 MiB.  Keep results below the
                                    engine's max_payload. */
@@ -207,11 +215,14 @@ typedef struct pl_mcp_options {
                                PL_IN_DOUBT_FAIL */
     /** HTTP: the environment variable whose value is sent as
      *  "Authorization: Bearer <value>" (read at each request, never
-     *  recorded); NULL: none. */
+     *  recorded); NULL: none.  A name that is none (empty, or holding
+     *  '=') is PL_EINVAL, for a stdio server too, which has no use for
+     *  it. */
     const char *token_env;
     /** A tool whose inputSchema the validator refuses (a keyword it does
      *  not evaluate, such as "unevaluatedProperties" or "$dynamicRef"; a
-     *  malformed schema) is registered without it: its policy's
+     *  malformed schema, or one that is not a JSON object; a tool
+     *  listed without one has none) is registered without it: its policy's
      *  input_schema is NULL, its arguments go to the server unchecked,
      *  and a model offered it sees {"type": "object"}.  false: such a
      *  schema fails pl_mcp_register(), naming the tool, the keyword and
@@ -235,7 +246,8 @@ typedef struct pl_mcp_options {
  * @param spec "stdio:COMMAND ARG...": the program (looked up in PATH) and
  *             its arguments, split at spaces (no quoting); or
  *             "http://HOST:PORT/PATH" or "https://...": a Streamable HTTP
- *             endpoint (in a build with libcurl; else PL_EINVAL).
+ *             endpoint (in a build with libcurl; else PL_EINVAL); one
+ *             without a host, or that is no URL, is a bad spec.
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (a bad name, spec or option; a tool name
  *         that makes a bad policy name); PL_EIO (the server cannot be

@@ -95,6 +95,8 @@ one_line 2 "is not an http(s):// endpoint" "$ad" --store a.db \
 if [ "$curl" = curl ]; then
   one_line 2 "expected \"stdio:COMMAND ARG...\"" "$ad" --store a.db --mcp fs=nonsense
   one_line 2 "no command" "$ad" --store a.db --mcp fs=stdio:
+  one_line 2 "no host" "$ad" --store a.db --mcp fs=http://
+  one_line 2 "no host" "$ad" --store a.db --mcp fs=https:///mcp
   one_line 2 "MCP server name 'a.b'" "$ad" --store a.db --mcp a.b=stdio:true
   one_line 2 "--run needs an id" "$ad" --store a.db --run ''
   one_line 1 "'junk.db' is not an LMDB store" "$ad" --store junk.db

@@ -36,6 +36,15 @@ a test tells two servers of one DIR apart).  MODE:
     vDATE       as ok, answering initialize with protocol version DATE
     toolsobj    as ok, but tools/list answers its tools as an object by
                 name, not an array
+    schemaless  as ok, with one tool more ("loose") whose inputSchema is a
+                string, no schema
+    deaf        as ok, but once it has listed its tools it reads nothing
+                more and never exits by itself
+    slowrestart as ok, but a server started after the first one of DIR
+                takes 2 s to start
+    relisthang  as ok, but "echo" says notifications/tools/list_changed
+                before its answer, and tools/list is answered only until the
+                first call
 """
 import json
 import os
@@ -44,6 +53,8 @@ import time
 
 mode, d = sys.argv[1], sys.argv[2]
 log = open(os.path.join(d, "log"), "a")
+if mode == "slowrestart" and os.path.exists(os.path.join(d, "pids")):
+    time.sleep(2)
 with open(os.path.join(d, "pids"), "a") as f:
     f.write("%d\n" % os.getpid())
 own_log = open(os.path.join(d, "log-%d" % os.getpid()), "a")
@@ -81,10 +92,14 @@ if mode == "unevaluated":  # a schema this library does not evaluate
                   "inputSchema": {"type": "object",
                                   "properties": {"text": {"type": "string"}},
                                   "unevaluatedProperties": False}})
+if mode == "schemaless":
+    TOOLS.append({"name": "loose", "description": "Echo, loosely.",
+                  "inputSchema": "any object"})
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})
 
+called = False
 for line in sys.stdin:
     for f in (log, own_log):
         f.write(line)
@@ -105,6 +120,8 @@ for line in sys.stdin:
         result(i, {"protocolVersion": v, "capabilities": {"tools": {}},
                    "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "tools/list":
+        if mode == "relisthang" and called:
+            continue  # never answered once a call came
         if mode == "toolsobj":
             result(i, {"tools": {t["name"]: t for t in TOOLS}})
         elif params.get("cursor") == "page2":
@@ -112,7 +129,14 @@ for line in sys.stdin:
                                              else [])})
         else:
             result(i, {"tools": TOOLS[:2], "nextCursor": "page2"})
+        if mode == "deaf" and params.get("cursor") == "page2":
+            while True:  # its input is read no more
+                time.sleep(60)
     elif method == "tools/call":
+        called = True
+        if mode == "relisthang":
+            send({"jsonrpc": "2.0",
+                  "method": "notifications/tools/list_changed"})
         if mode == "garbage":
             sys.stdout.write("\r\n")  # a blank line is no garbage
             for k in range(5):
@@ -130,7 +154,7 @@ for line in sys.stdin:
             sys.stdout.flush()
             continue
         name, args = params.get("name"), params.get("arguments") or {}
-        if name in ("echo", "strict") or (mode == "oddname" and name == ODD):
+        if name in ("echo", "strict", "loose") or (mode == "oddname" and name == ODD):
             result(i, {"content": [{"type": "text", "text": json.dumps(args)}],
                        "structuredContent": {"args": args, "name": name,
                                              "meta": params.get("_meta")}})

@@ -131,6 +131,15 @@ Test(timeout, bad_configurations, .fini = t_cleanup)
     cr_expect_eq(g_setdl_status, PL_EINVAL);
     cr_expect_eq(num_member(pl_outcome_result(o), "deadline", -1), 0);
     pl_outcome_free(o);
+    /* the header's bound, 2^62, is a timeout: made, and run */
+    const int64_t most = (int64_t)1 << 62;
+    cr_expect_eq(pl_decorator_timeout(&d, most + 1), PL_EINVAL);
+    expect_msg("2^62");
+    cr_assert_eq(pl_decorator_timeout(&d, most), PL_OK, "%s", pl_errmsg());
+    set_decos(1, &d);
+    o = run_tool(e, "most", "flaky", "{}");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
     cr_expect_eq(pl_ctx_deadline(NULL), 0);

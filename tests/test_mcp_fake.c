@@ -821,6 +821,11 @@ Test(mcp, ledger_replay_checks_a_run_of_mcp_tools_without_calling_them)
                  "a recorded call was sent again");
     const char *bad[] = {F.store, "--mcp", "fake", "--check", NULL};
     cr_expect_eq(replay_tool(bad), 1);
+    /* an endpoint without a host is bad usage, not a server not there */
+    const char *nohost[] = {F.store, "--mcp", "h=http://", "--check", NULL};
+    cr_expect_eq(replay_tool(nohost), 1);
+    nohost[2] = "h=https:///mcp";
+    cr_expect_eq(replay_tool(nohost), 1);
     const char *none[] = {F.store, "--mcp", "fake=stdio:/nonexistent/x",
                           "--check", NULL};
     cr_expect_eq(replay_tool(none), 2);

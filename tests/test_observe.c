@@ -526,6 +526,65 @@ Test(observe, an_llm_policy_sends_the_observation_capped, .fini = t_cleanup)
     free(sent);
 }
 
+/* Is @p s well-formed UTF-8 (shortest forms, no surrogates)? */
+static bool utf8_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80                  ? 1
+                : *p >= 0xc2 && *p <= 0xdf ? 2
+                : *p >= 0xe0 && *p <= 0xef ? 3
+                : *p >= 0xf0 && *p <= 0xf4 ? 4
+                                           : 0;
+        if (!n)
+            return false;
+        for (int k = 1; k < n; k++)
+            if ((p[k] & 0xc0) != 0x80)
+                return false;
+        p += n;
+    }
+    return true;
+}
+
+/* @p n bytes @p c, then @p tail, into @p buf. */
+static void padded(char *buf, size_t cap, char c, size_t n, const char *tail)
+{
+    cr_assert_lt(n, cap);
+    memset(buf, c, n);
+    snprintf(buf + n, cap - n, "%s", tail);
+}
+
+/* The summary quotes member names, the tool's name and why pagination
+ * stopped cut short: never through a character, whose half would make the
+ * observation text a model's provider refuses. */
+Test(observe, the_summary_cuts_names_on_a_character_boundary, .fini = t_cleanup)
+{
+    /* 39 bytes, then a character of two, three or four bytes */
+    char key[64], stopped[64], tool[160];
+    padded(key, sizeof key, 'k', 39, "\xc3\xa9t\xc3\xa9");
+    padded(stopped, sizeof stopped, 's', 39, "\xe6\x97\xa5");
+    padded(tool, sizeof tool, 't', 99, "\xf0\x9f\x98\x80");
+    cJSON *raw = cJSON_CreateObject();
+    cJSON_AddNumberToObject(raw, key, 1);
+    cJSON *pg = cJSON_AddObjectToObject(raw, "pagination");
+    cJSON_AddNumberToObject(pg, "pages", 2);
+    cJSON_AddStringToObject(pg, "stopped", stopped);
+    cJSON *obs = NULL;
+    cr_assert_eq(pl_observation_default(&obs, tool, raw), PL_OK, "%s",
+                 pl_errmsg());
+    const char *sum = t_str(obs, "summary");
+    cr_assert_not_null(sum);
+    cr_expect(utf8_ok(sum), "the summary is not UTF-8: %s", sum);
+    cr_expect(strstr(sum, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"), "%s",
+              sum);
+    cr_expect(strstr(sum, "incomplete: stopped by sss"), "%s", sum);
+    char *all = t_text(obs);
+    cr_expect(utf8_ok(all), "%s", all);
+    free(all);
+    cJSON_Delete(obs);
+    cJSON_Delete(raw);
+}
+
 Test(observe, bad_configurations, .fini = t_cleanup)
 {
     pl_decorator d;

@@ -488,6 +488,37 @@ Test(paginate, page_numbers_and_whole_pages, .fini = t_cleanup)
     pl_registry_free(reg);
 }
 
+/* A call whose request already holds a continuation (a caller going on,
+ * as the note says) and whose page returns that same continuation: the
+ * page returned the continuation that asked for it, so the next request
+ * would be this one again, and its items merged twice. */
+Test(paginate, a_first_page_that_returns_its_own_continuation_stops,
+     .fini = t_cleanup)
+{
+    setup(t_tmpdir());
+    static pl_paginate_options po;
+    po = token_opts();
+    use(&po);
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg);
+    pl_outcome *o = run(e, "p",
+                        "{\"total\": 5, \"repeat\": true, "
+                        "\"page_token\": \"t2\"}");
+    const cJSON *items = member(pl_outcome_result(o), "items");
+    cr_expect_eq(cJSON_GetArraySize(items), 2, "%s",
+                 t_text(pl_outcome_result(o)));
+    const cJSON *pg = pagination(o);
+    cr_expect_str_eq(str(pg, "stopped"), "repeated_continuation");
+    cr_expect_eq(num(pg, "pages", 0), 1);
+    cr_expect_eq(num(pg, "merged", 0), 1);
+    cr_expect_str_eq(str(pg, "next"), "t2");
+    cr_expect_eq(ran(2), 1, "page 2 was read %d times", ran(2));
+    expect_replay_still(e, "p", o);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
 /* RFC 6901: a pointer may go through an array's item; the merged items go
  * where the first page had its own. */
 Test(paginate, items_inside_an_array, .fini = t_cleanup)

@@ -165,12 +165,14 @@ Test(rate, bad_arguments_are_refused)
     o.limit = 1;
     o.window_ms = 0;
     cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL);
-    /* a window pl_rate_take() refuses is refused here, limit or budget:
-     * taken, it failed every call it decorated */
-    o.window_ms = (int64_t)(PL_RATE_MAX_UNITS + 1);
+    /* a window pl_rate_take() refuses is refused when the decorator is
+     * made, not by every run that uses it */
+    o.window_ms = ((int64_t)1 << 53) + 1;
     cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_EINVAL);
     cr_assert(strstr(pl_errmsg(), "2^53"), "%s", pl_errmsg());
-    o.window_ms = (int64_t)PL_RATE_MAX_UNITS;
+    cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "r", 1, o.window_ms),
+                 PL_EINVAL);
+    o.window_ms = (int64_t)1 << 53;
     cr_assert_eq(pl_decorator_rate_limit(&d, &o), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(pl_rate_take(&ok, &at, &retry, e, "r", 1, o.window_ms), PL_OK,
                  "%s", pl_errmsg());

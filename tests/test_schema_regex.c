@@ -114,6 +114,16 @@ Test(schema_regex, patterns_that_copy_out_too_far_are_refused)
         "+)+)+",
         "more than 4000 instructions");
     pattern_refused("a{2,1}", "out of order");
+    /* the bound is the program's, repetitions or not: a long pattern with
+     * none is refused saying so, not blamed on repetitions it lacks */
+    char lit[5001];
+    memset(lit, 'a', 5000);
+    lit[5000] = '\0';
+    pattern_refused(lit, "compiles to more than 4000 instructions");
+    cr_expect_null(strstr(pl_errmsg(), "repetitions copy out"), "%s",
+                   pl_errmsg());
+    lit[3000] = '\0';
+    cr_expect_eq(pattern_on(lit, lit), PL_OK, "%s", pl_errmsg());
     char deep[200];
     memset(deep, '(', 65);
     deep[65] = 'a';

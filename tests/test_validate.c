@@ -421,6 +421,50 @@ Test(validate, a_value_too_costly_to_check_fails_the_run_with_elimit)
     pl_schema_cache_free(g_cache);
 }
 
+/* A validated policy whose own run is the first validated call of many
+ * other policies: the cache grows (its table moves) while the outer call
+ * still has its output schema to check (a read of the old table is a
+ * heap-use-after-free under AddressSanitizer). */
+Test(validate, a_cache_that_grows_during_a_call_still_checks_its_result)
+{
+    pl_registry *reg = registry();
+    char calls[2048] = "";
+    size_t len = 0;
+    for (int i = 0; i < 12; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "tool%d", i);
+        pl_policy_def d = PL_POLICY_DEF_INIT;
+        d.name = name;
+        d.fn = tool;
+        d.input_schema = IN_SCHEMA;
+        d.output_schema = OUT_SCHEMA;
+        cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+        len += (size_t)snprintf(calls + len, sizeof calls - len,
+                                "%s{\"policy\":\"%s\",\"payload\":"
+                                "{\"a\":%d,\"b\":1}}",
+                                i ? "," : "", name, i);
+    }
+    pl_policy_def d = PL_POLICY_DEF_INIT;
+    d.name = "inner";
+    d.fn = agent;
+    d.output_schema = "{\"properties\":{\"results\":{\"maxItems\":5}}}";
+    cr_assert_eq(pl_registry_add(reg, &d), PL_OK, "%s", pl_errmsg());
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    char payload[2200];
+    snprintf(
+        payload, sizeof payload,
+        "{\"calls\":[{\"policy\":\"inner\",\"payload\":{\"calls\":[%s]}}]}",
+        calls);
+    pl_outcome *o = t_start(e, "agent", payload, "grows");
+    expect_error(result_at(o, 0), PL_ERR_OUTPUT_SCHEMA_MISMATCH, "/results",
+                 "maxItems");
+    cr_expect_eq(atomic_load(&g_tool_runs), 12);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    pl_schema_cache_free(g_cache);
+}
+
 /* Runs on several threads share one cache: each policy is compiled once,
  * under the cache's lock, and every run sees the same verdicts. */
 typedef struct worker {

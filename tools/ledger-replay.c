@@ -425,21 +425,6 @@ static int set_mode(options *o, enum mode m, const char *flag)
     return 0;
 }
 
-/* An --mcp server's form, a usage error when it is not: a NAME without a
- * dot or control character, a SPEC "stdio:" and a command, or an http://
- * or https:// URL.  What the server then says of itself (it cannot start,
- * its tools) is an MCP server that cannot be opened. */
-static bool mcp_server_ok(const mcp_server_flags *m)
-{
-    for (const char *p = m->name; *p; p++)
-        if (*p == '.' || (unsigned char)*p < 0x20 || *p == 0x7f)
-            return false;
-    const char *spec = m->spec;
-    if (!strncmp(spec, "http://", 7) || !strncmp(spec, "https://", 8))
-        return true;
-    return !strncmp(spec, "stdio:", 6) && spec[6 + strspn(spec + 6, " ")];
-}
-
 /* Parse argv into @p o; 0, or an exit status (-1 for --help: exit 0). */
 static int parse_args(options *o, int argc, char **argv)
 {
@@ -638,10 +623,10 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     for (size_t i = 0; i < o->mcp.n; i++)
-        if (!mcp_server_ok(&o->mcp.v[i])) {
+        if (!mcp_flags_server_ok(&o->mcp.v[i])) {
             cli_error("--mcp %s=%s: expected NAME=SPEC, NAME 1..64 bytes "
                       "without a dot, SPEC \"stdio:COMMAND ARG...\" or an "
-                      "http:// or https:// URL",
+                      "http:// or https:// URL with a host",
                       QUOTE(o->mcp.v[i].name), QUOTE(o->mcp.v[i].spec));
             return EXIT_USAGE;
         }

@@ -171,6 +171,27 @@ static int give(mcp_flags *f, const char *flag, const char *value, char *why,
     return 0;
 }
 
+/* An --mcp server's form, a usage error when it is not: a NAME without a
+ * dot or control character, a SPEC "stdio:" and a command, or an http://
+ * or https:// URL with a host (no white space or control character in
+ * it).  What the server then says of itself (it cannot start, its tools)
+ * is an MCP server that cannot be opened. */
+bool mcp_flags_server_ok(const mcp_server_flags *m)
+{
+    for (const char *p = m->name; *p; p++)
+        if (*p == '.' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            return false;
+    const char *spec = m->spec;
+    if (http_spec(spec)) {
+        const char *host = strstr(spec, "://") + 3;
+        for (const char *p = spec; *p; p++)
+            if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+                return false;
+        return *host && !strchr("/?#:@", *host);
+    }
+    return !strncmp(spec, "stdio:", 6) && spec[6 + strspn(spec + 6, " ")];
+}
+
 int mcp_flags_check(mcp_flags *f, char *why, size_t n)
 {
     for (size_t i = 0; i < f->n_env; i++)

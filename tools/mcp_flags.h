@@ -49,6 +49,13 @@ bool mcp_flags_takes(const char *flag);
 int mcp_flags_add(mcp_flags *f, const char *flag, const char *value, char *why,
                   size_t n);
 
+/* Whether server @p m's form is one pl_mcp_register() can take: a NAME
+ * without a dot or control character, a SPEC "stdio:" and a command, or
+ * an http:// or https:// URL with a host (no white space or control
+ * character in it).  What the server then says of itself (it cannot
+ * start, its tools) is for pl_mcp_register(). */
+bool mcp_flags_server_ok(const mcp_server_flags *m);
+
 /* Once every flag is kept: give each --mcp-env and --mcp-token-env to its
  * server and check them (a server --mcp names, a variable set here, an
  * --mcp-env of a stdio: server, an --mcp-token-env of an http(s):// one,

@@ -23,6 +23,7 @@
 #include <policyledger.h>
 
 #include "ext.h"
+#include "schema.h"
 
 #define FACT_MAX 200          /* bytes of one key fact's text */
 #define FACTS_MAX 24          /* key facts at most */
@@ -116,7 +117,10 @@ static int summary(char **out, const char *tool, const cJSON *raw)
     if (!s)
         return pl_errorf(PL_ENOMEM, "observe: out of memory");
     int n = cJSON_GetArraySize(raw);
-    len += (size_t)snprintf(s, cap, "'%.100s' returned %d field%s", tool, n,
+    /* names quoted cut short end on a character's boundary (the
+     * observation is text a model's provider reads as UTF-8) */
+    len += (size_t)snprintf(s, cap, "'%.*s' returned %d field%s",
+                            pl__utf8_cut(tool, 100), tool, n,
                             n == 1 ? "" : "s");
     const cJSON *m;
     int listed = 0;
@@ -126,8 +130,9 @@ static int summary(char **out, const char *tool, const cJSON *raw)
             len += (size_t)snprintf(s + len, cap - len, ", ...");
             break;
         }
-        len += (size_t)snprintf(s + len, cap - len, "%s%.40s",
-                                listed ? ", " : ": ", m->string);
+        len += (size_t)snprintf(s + len, cap - len, "%s%.*s",
+                                listed ? ", " : ": ",
+                                pl__utf8_cut(m->string, 40), m->string);
         listed++;
     }
     const cJSON *pg = cJSON_GetObjectItemCaseSensitive(raw, "pagination");
@@ -135,11 +140,12 @@ static int summary(char **out, const char *tool, const cJSON *raw)
     const cJSON *stopped = cJSON_GetObjectItemCaseSensitive(pg, "stopped");
     if (cJSON_IsNumber(pages) && cJSON_IsString(stopped))
         len += (size_t)snprintf(
-            s + len, cap - len, "; %d page%s read, %s%.40s", pages->valueint,
+            s + len, cap - len, "; %d page%s read, %s%.*s", pages->valueint,
             pages->valueint == 1 ? "" : "s",
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pg, "complete"))
                 ? "complete"
                 : "incomplete: stopped by ",
+            pl__utf8_cut(stopped->valuestring, 40),
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pg, "complete"))
                 ? ""
                 : stopped->valuestring);

@@ -385,6 +385,11 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     res = NULL;
     if (!st && !cont)
         st = pl_errorf(PL_ENOMEM, "paginate: out of memory");
+    /* the continuation that asked for the first page: the call's own, when
+     * its request carries one (a caller going on from an earlier "next") */
+    const cJSON *asked = continuation(action->payload, param);
+    if (!st && asked && !(sent = cJSON_Duplicate(asked, true)))
+        st = pl_errorf(PL_ENOMEM, "paginate: out of memory");
     while (!st && cont) {
         if (m.read >= max_pages) {
             stopped = "page_limit";

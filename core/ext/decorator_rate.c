@@ -102,11 +102,10 @@ static int read_options(pl_rate_limit_options *o,
                          "%s: the resource must be named (1 to %d bytes of "
                          "UTF-8 with no control characters)",
                          fn, PL_MAX_FLOW_KEY);
+    /* pl_rate_take()'s and pl_rate_take_units()'s bounds alike */
     if (o->window_ms < 1)
         return pl_errorf(PL_EINVAL, "%s: window_ms %lld is not a window", fn,
                          (long long)o->window_ms);
-    /* the store's bound on a window, calls or units alike: one past it
-     * would fail every call this decorates */
     if ((uint64_t)o->window_ms > PL_RATE_MAX_UNITS)
         return pl_errorf(PL_EINVAL, "%s: window_ms %lld is more than 2^53", fn,
                          (long long)o->window_ms);

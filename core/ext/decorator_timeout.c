@@ -21,6 +21,10 @@
 
 #include <policyledger.h>
 
+/* The longest timeout, 2^62 ms as the header says (INT64_MAX / 2 is one
+ * less); the deadline it makes saturates, never overflows. */
+#define MAX_MS ((uint64_t)1 << 62)
+
 /* a - b, saturated: recorded clocks come from outside */
 static int64_t sat_sub(int64_t a, int64_t b)
 {
@@ -34,7 +38,7 @@ static int64_t sat_sub(int64_t a, int64_t b)
 static int timeout_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                       const pl_decorator *self, pl_next *next)
 {
-    if (self->arg == 0 || self->arg > (uint64_t)INT64_MAX / 2)
+    if (self->arg == 0 || self->arg > MAX_MS)
         return pl_errorf(PL_EINVAL,
                          "timeout: %llu ms is not a timeout (1 ms or "
                          "more, and not absurdly large)",
@@ -84,7 +88,7 @@ int pl_decorator_timeout(pl_decorator *out, int64_t ms)
     if (!out)
         return pl_errorf(PL_EINVAL, "pl_decorator_timeout: out is NULL");
     /* the bound timeout_fn() holds a recorded decorator to */
-    if (ms <= 0 || ms > INT64_MAX / 2)
+    if (ms <= 0 || (uint64_t)ms > MAX_MS)
         return pl_errorf(PL_EINVAL,
                          "pl_decorator_timeout: %lld ms is not a "
                          "timeout: give 1 ms to 2^62",

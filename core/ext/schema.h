@@ -72,8 +72,9 @@
  * too: a pattern that is not UTF-8, unbalanced groups, a quantifier with
  * nothing to repeat (first, or after another: "a++"), groups nested
  * deeper than PL__RX_MAX_NEST, and a program longer than
- * PL__RX_MAX_PROGRAM once repetitions are copied out ("a{1,5000}"; a
- * class is one instruction however many ranges it holds).  A refused
+ * PL__RX_MAX_PROGRAM once repetitions are copied out ("a{1,5000}", or a
+ * pattern of 5000 characters; a class is one instruction however many
+ * ranges it holds).  A refused
  * pattern makes the schema PL_EINVAL at compile time, naming where.
  *
  * Bounds on hostile input: the schema nests at most PL_SCHEMA_MAX_DEPTH

@@ -77,7 +77,9 @@ static bool room(parser *ps, size_t n)
     if (ps->bad || ps->oom)
         return false;
     if (rx->len + n > PL__RX_MAX_PROGRAM) {
-        ps->bad = "its repetitions copy out to more than 4000 instructions";
+        ps->bad = "it compiles to more than 4000 instructions (a character "
+                  "or class is one; a repetition copies out what it "
+                  "repeats: \"a{3}\" is three)";
         return false;
     }
     if (rx->len + n > rx->cap) {

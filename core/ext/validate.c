@@ -62,15 +62,17 @@ static int compile(pl_schema **out, const char *text)
     return text ? pl_schema_compile_text(out, text) : PL_OK;
 }
 
-/* The compiled schemas of @p def, compiled now if this is the first call. */
-static int lookup(const cached **out, pl_schema_cache *c,
-                  const pl_policy_def *def)
+/* The compiled schemas of @p def, compiled now if this is the first call.
+ * *out is a copy: the table moves when it grows (a call validated inside
+ * this one may add to it), while a compiled schema stays until the cache
+ * is freed. */
+static int lookup(cached *out, pl_schema_cache *c, const pl_policy_def *def)
 {
     int st = PL_OK;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->v[i].name, def->name) == 0) {
-            *out = &c->v[i];
+            *out = c->v[i];
             goto done;
         }
     if (c->n == c->cap) {
@@ -99,8 +101,8 @@ static int lookup(const cached **out, pl_schema_cache *c,
         pl_schema_free(e.out);
         goto done;
     }
-    c->v[c->n] = e;
-    *out = &c->v[c->n++];
+    c->v[c->n++] = e;
+    *out = e;
 done:
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -134,19 +136,19 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                          cache ? "the callee is not registered"
                                : "the decorator has no schema cache (made "
                                  "without pl_decorator_validate()?)");
-    const cached *c = NULL;
+    cached c = {NULL, NULL, NULL};
     int st = lookup(&c, cache, def);
     if (st)
         return st;
     pl_schema_error e = PL_SCHEMA_ERROR_INIT;
-    if (c->in) {
-        st = pl_schema_validate(&e, c->in, action->payload);
+    if (c.in) {
+        st = pl_schema_validate(&e, c.in, action->payload);
         if (st == PL_EJSON) /* refused: the callee does not run */
             return refuse(ctx, out, &e, PL_ERR_INVALID_INPUT, "the input");
         if (st)
             return st;
     }
-    if (!c->out)
+    if (!c.out)
         return pl_next_call(next, ctx, action, out);
 
     pl_steps *turn = NULL;
@@ -160,7 +162,7 @@ static int validate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     if (!st && !result)
         st = pl_errorf(PL_ENOMEM, "validate: out of memory");
     if (!st && !(last && pl_step_is_error(last))) {
-        st = pl_schema_validate(&e, c->out, result);
+        st = pl_schema_validate(&e, c.out, result);
         mismatch = st == PL_EJSON;
         if (mismatch)
             st = PL_OK;

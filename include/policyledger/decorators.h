@@ -450,8 +450,8 @@ typedef struct pl_rate_limit_options {
  *         name longer than PL_MAX_FLOW_KEY or not UTF-8 with no control
  *         characters, limit 0 without a budget, a
  *         limit with one, a budget above PL_RATE_MAX_UNITS, a unit or
- *         estimate_member that is not a name, window_ms below 1 or above
- *         2^53).
+ *         estimate_member that is not a name, window_ms below 1 or
+ *         above 2^53).
  */
 int pl_decorator_rate_limit(pl_decorator *out,
                             const pl_rate_limit_options *opts);
@@ -514,7 +514,8 @@ typedef struct pl_paginate_options {
  * continuation has no place at opts->param in the request: an
  * "InvalidInput" error; the pages before it are merged), "malformed_page"
  * (a later page's items are not an array) or "repeated_continuation" (a
- * page returned the continuation that asked for it).  "next", "note" and "error" are there only when they
+ * page returned the continuation that asked for it; the first page's is
+ * the one the call's payload holds at opts->param, if any).  "next", "note" and "error" are there only when they
  * apply.  Never a silent cut: every page read is in the ledger whole.
  * @param[out] out the decorator.
  * @param opts NULL for defaults; borrowed (see above).

@@ -219,8 +219,9 @@ int pl_json_parse(cJSON **out, const char *text, size_t len);
  * compiling: lookaround, lazy quantifiers, backreferences, \p{..}, \c, \k,
  * \b and \u{..} escapes, a pattern that is not UTF-8, unbalanced groups, a
  * quantifier with nothing to repeat ("a++"), groups nested deeper than
- * 64, and repetitions that copy out to more than 4000 instructions
- * ("a{1,5000}").
+ * 64, and a pattern that compiles to more than 4000 instructions (a
+ * character or class is one, a repetition copies out what it repeats:
+ * "a{1,5000}", or 5000 characters).
  *
  * Bounds: a schema nests at most PL_SCHEMA_MAX_DEPTH JSON levels;
  * validation applies schemas at most PL_SCHEMA_MAX_DEPTH deep (a "$ref"

@@ -125,9 +125,16 @@ static bool gemini_answer(cJSON *a, cJSON *calls, const cJSON *parts)
         if (ok && str_of(p, "text"))
             ok = !pl__buf_append(&text, str_of(p, "text"),
                                  strlen(str_of(p, "text")));
-        else if (ok && fc)
-            ok = add_call(calls, str_of(fc, "id"), str_of(fc, "name"),
-                          cJSON_GetObjectItemCaseSensitive(fc, "args"));
+        else if (ok && fc) {
+            /* "args" is optional: a tool that takes none may come
+             * without it, as a streamed call is taken (stream.c) */
+            const cJSON *args = cJSON_GetObjectItemCaseSensitive(fc, "args");
+            cJSON *none = args ? NULL : cJSON_CreateObject();
+            ok = (args || none) &&
+                 add_call(calls, str_of(fc, "id"), str_of(fc, "name"),
+                          args ? args : none);
+            cJSON_Delete(none);
+        }
     }
     if (ok && text.len)
         ok = !pl__buf_append(&text, "", 1) &&

@@ -226,8 +226,14 @@ static int parse_spec(char ***out, const char *spec)
     if (!spec || strncmp(spec, "stdio:", 6) != 0)
         return pl__err(PL_EINVAL,
                        "MCP server spec '%.80s': expected "
-                       "\"stdio:COMMAND ARG...\"",
-                       spec ? spec : "(null)");
+                       "\"stdio:COMMAND ARG...\"%s",
+                       spec ? spec : "(null)",
+#ifdef PL_MCP_HTTP
+                       " or an http(s):// URL"
+#else
+                       ""
+#endif
+        );
     char **v = calloc(MAX_ARGS + 1, sizeof *v);
     if (!v)
         return PL_ENOMEM;
@@ -265,12 +271,8 @@ static int make_env(char ***out, const pl_mcp_options *o)
         return PL_ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < nb + o->n_env; i++) {
+        /* names checked with the options (check_options()) */
         const char *k = i < nb ? base_env[i] : o->env[i - nb];
-        if (!k || !*k || strchr(k, '=')) {
-            free_strv(env);
-            return pl__err(PL_EINVAL, "MCP options: bad variable name '%s'",
-                           k ? k : "(null)");
-        }
         const char *v = getenv(k);
         if (v && !(env[n++] = pl__asprintf("%s=%s", k, v))) {
             free_strv(env);
@@ -409,7 +411,14 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
                              "MCP server %s: the tool list names '%.80s' "
                              "twice",
                              m->name, tn);
-        if (!st && cJSON_IsObject(in)) {
+        if (!st && in && !cJSON_IsObject(in) && !o->unchecked_schemas) {
+            /* a malformed schema: registered without it only when asked */
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s, tool %s: inputSchema: not a JSON "
+                         "object (pl_mcp_options.unchecked_schemas registers "
+                         "such a tool without it)",
+                         m->name, tn);
+        } else if (!st && cJSON_IsObject(in)) {
             pl_schema *s = NULL;
             if (!(schemas[i] = cJSON_PrintUnformatted(in)))
                 st = PL_ENOMEM;
@@ -550,6 +559,9 @@ static int64_t timeout_or(long ms, int64_t dflt)
     return (int64_t)ms < TIMEOUT_MAX_MS ? (int64_t)ms : TIMEOUT_MAX_MS;
 }
 
+/* A variable's name as getenv() takes one: not empty, no '='. */
+static bool var_ok(const char *k) { return k && *k && !strchr(k, '='); }
+
 static int check_options(const pl_mcp_options *o)
 {
     if (o->timeout_ms < 0 || o->start_timeout_ms < 0)
@@ -562,6 +574,16 @@ static int check_options(const pl_mcp_options *o)
     if (o->in_doubt != PL_IN_DOUBT_RERUN && o->in_doubt != PL_IN_DOUBT_FAIL &&
         o->in_doubt != PL_IN_DOUBT_SUSPEND)
         return pl__err(PL_EINVAL, "pl_mcp_options: bad in_doubt");
+    /* whatever the transport (a stdio server has no use for a token, an
+     * endpoint none for variables): a bad one is refused, not ignored */
+    for (size_t i = 0; i < o->n_env; i++)
+        if (!var_ok(o->env[i]))
+            return pl__err(PL_EINVAL,
+                           "pl_mcp_options: bad variable name '%.80s' in env",
+                           o->env[i] ? o->env[i] : "(null)");
+    if (o->token_env && !var_ok(o->token_env))
+        return pl__err(PL_EINVAL, "pl_mcp_options: bad token_env '%.80s'",
+                       o->token_env);
     return PL_OK;
 }
 
@@ -604,8 +626,14 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
     if (spec && (strncmp(spec, "http://", 7) == 0 ||
                  strncmp(spec, "https://", 8) == 0)) {
 #ifdef PL_MCP_HTTP
-        if (o->token_env && (!*o->token_env || strchr(o->token_env, '='))) {
-            st = pl__err(PL_EINVAL, "MCP options: bad token_env");
+        const char *bad = pl__mcp_http_url_bad(spec);
+        if (bad) {
+            /* not the URL itself: it may hold a password */
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s: the endpoint is no http(s) URL "
+                         "(%s): expected http://HOST[:PORT]/PATH or "
+                         "https://...",
+                         name, bad);
             goto done;
         }
         if (!(m->http = pl__mcp_http_new(spec, o->token_env, m->max_msg))) {

@@ -52,6 +52,11 @@ typedef struct pl__mcp_http pl__mcp_http;
 
 #ifdef PL_MCP_HTTP
 
+/* What is wrong with the endpoint @p url ("http://" or "https://" and
+ * more), or NULL when it is a URL with a host, which pl__mcp_http_new()
+ * takes. */
+PL__HIDDEN const char *pl__mcp_http_url_bad(const char *url);
+
 /* A connection to the endpoint @p url; the bearer token, if any, is read
  * from the environment variable @p token_env at each request.  NULL when
  * out of memory or libcurl cannot start. */

@@ -363,14 +363,15 @@ static int snapshot(cJSON **out, void *user)
 }
 
 /* Before a call: read what the server sent meanwhile, and list its tools
- * again if it said they changed (or was started again).  A list that
- * cannot be read keeps the last one: the call says what is wrong. */
+ * again if it said they changed (or was started again), before
+ * @p deadline: none is asked for once it has passed.  A list that cannot
+ * be read keeps the last one: the call says what is wrong. */
 static void follow_list(pl_mcp *m, int64_t deadline)
 {
     char why[256];
     pl__mcp_lock(m);
     pl__mcp_drain(m);
-    if (m->list_changed &&
+    if (m->list_changed && deadline > pl__mcp_mono_ms() &&
         pl__mcp_ensure(m, deadline, why, sizeof why) == T_OK &&
         pl__mcp_relist(m, deadline) != PL_OK)
         m->list_changed = true; /* try again at the next call */
@@ -464,6 +465,14 @@ static int transport_error(pl_steps *out, const pl_mcp *m, const char *tname,
     return st;
 }
 
+/* @p ms, or what is left before the call's deadline @p dl (Unix ms; 0:
+ * none) when that is sooner: <= 0 once it has passed. */
+static int64_t within(int64_t dl, int64_t ms)
+{
+    int64_t left = dl > 0 ? dl - pl__now_us() / 1000 : ms;
+    return left < ms ? left : ms;
+}
+
 int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                       void *user)
 {
@@ -475,8 +484,11 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int rst = t->idempotent ? PL_OK : pl__root_call(&called, ctx, a, out);
     if (rst || called)
         return rst;
+    /* the list read again before the call waits start_timeout_ms, and
+     * never past the call's deadline */
+    int64_t dl = pl_ctx_deadline(ctx);
     if (!pl_ctx_replaying(ctx))
-        follow_list(m, pl__mcp_mono_ms() + m->start_timeout_ms);
+        follow_list(m, pl__mcp_mono_ms() + within(dl, m->start_timeout_ms));
     cJSON *snap = NULL;
     snap_args sa = {m, t, pl_ctx_run_id(ctx)};
     /* A snapshot that holds the list is made durable before the call goes
@@ -519,32 +531,41 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                  t->name);
         return pl_steps_add_error(out, PL_ERR_NOT_FOUND, text);
     }
-    int64_t wait = m->timeout_ms;
-    int64_t dl = pl_ctx_deadline(ctx);
-    if (dl > 0) {
-        int64_t left = dl - pl__now_us() / 1000;
-        if (left <= 0) {
-            /* no time left for an answer: a request could only act */
-            char text[512];
-            snprintf(text, sizeof text,
-                     "MCP server %s, tool %s: not sent: the call's deadline "
-                     "has passed",
-                     m->name, t->name);
-            return pl_steps_add_error(out, PL_ERR_TIMEOUT, text);
-        }
-        if (left < wait)
-            wait = left;
+    if (within(dl, 1) <= 0) {
+        /* no time left for an answer: a request could only act */
+        char text[512];
+        snprintf(text, sizeof text,
+                 "MCP server %s, tool %s: not sent: the call's deadline "
+                 "has passed",
+                 m->name, t->name);
+        return pl_steps_add_error(out, PL_ERR_TIMEOUT, text);
     }
     call_params p = {t->name, a->payload, pl_ctx_idempotency_key(ctx)};
-    char why[256] = "";
+    char why[256] = "", started[200] = "";
     cJSON *r = NULL, *e = NULL;
-    int64_t deadline = pl__mcp_mono_ms() + wait;
     pl__mcp_lock(m);
     m->retry_after_ms = -1;
-    int tr = pl__mcp_ensure(m, deadline, why, sizeof why);
-    if (tr == T_OK)
-        tr = pl__mcp_rpc_with(m, "tools/call", write_params, &p, deadline, &r,
-                              &e, why, sizeof why);
+    /* a server started again here (a session begun again) has
+     * start_timeout_ms for its handshake, as at registration; then the
+     * answer has timeout_ms: both within the call's deadline */
+    int tr = pl__mcp_ensure(m,
+                            pl__mcp_mono_ms() + within(dl, m->start_timeout_ms),
+                            started, sizeof started);
+    int64_t wait = within(dl, m->timeout_ms);
+    if (tr != T_OK) {
+        snprintf(why, sizeof why, "%s: %s",
+                 m->http ? "cannot begin a session" : "cannot start the server",
+                 started);
+    } else if (wait <= 0) {
+        snprintf(why, sizeof why,
+                 "not sent: the call's deadline passed while the server "
+                 "started");
+        tr = T_TIMEOUT;
+    } else {
+        tr = pl__mcp_rpc_with(m, "tools/call", write_params, &p,
+                              pl__mcp_mono_ms() + wait, &r, &e, why,
+                              sizeof why);
+    }
     long retry_after = m->retry_after_ms;
     pthread_mutex_unlock(&m->lock);
     int st;

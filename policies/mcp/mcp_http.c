@@ -116,6 +116,23 @@ static void base_options(pl__mcp_http *h, struct curl_slist *hd,
     curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, h);
 }
 
+const char *pl__mcp_http_url_bad(const char *url)
+{
+    /* libcurl reads "http:///mcp" as the host "mcp": a host is what comes
+     * right after "//" */
+    const char *host = strstr(url, "://");
+    host = host ? host + 3 : url;
+    if (!*host || strchr("/?#:@", *host))
+        return "no host";
+    pthread_once(&g_once, curl_init);
+    CURLU *u = curl_url();
+    if (!u)
+        return "out of memory";
+    CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+    curl_url_cleanup(u);
+    return rc == CURLUE_OK ? NULL : curl_url_strerror(rc);
+}
+
 pl__mcp_http *pl__mcp_http_new(const char *url, const char *token_env,
                                size_t max_msg)
 {

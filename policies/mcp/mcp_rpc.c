@@ -240,19 +240,18 @@ static int send_text(pl_mcp *m, int64_t deadline, char *why, size_t n)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int64_t left = deadline - pl__mcp_mono_ms();
-            if (left <= 0 && off) {
-                /* what was written would run into the next message, on
-                 * one line the server could not read: it is stopped */
+            if (left <= 0) {
+                /* a server whose input stays full reads no more (what was
+                 * written of the message would run into the next one, on
+                 * a line it could not read; a short message goes in whole
+                 * or not at all): it is stopped, the next call starting
+                 * it again, and nothing is cancelled of a request it
+                 * never had */
                 snprintf(why, n,
                          "the server does not read its input (%zu of %zu "
                          "bytes of the message taken: it was stopped)",
                          off, len + 1);
                 pl__mcp_stop(m);
-                t = T_TIMEOUT;
-                break;
-            }
-            if (left <= 0) {
-                snprintf(why, n, "the server does not read its input");
                 t = T_TIMEOUT;
                 break;
             }

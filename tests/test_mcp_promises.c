@@ -1,0 +1,226 @@
+/*
+ * test_mcp_promises.c -- the promises of policyledger_mcp.h and of the
+ * guide's "MCP tools", one case each where the code once broke them:
+ * tests/mcp_fake_server.py for a server that misbehaves in the way each
+ * needs.
+ */
+#include "support_mcp.h"
+
+#include <limits.h>
+#include <policyledger_mcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(mcp_promises, .init = setup, .fini = teardown, .timeout = 60);
+
+static void open_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    open_all("fake", spec, o);
+}
+
+static int register_fake(const char *mode, pl_mcp_options *o)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " %s %s", mode, F.dir);
+    return open_reg("fake", spec, o);
+}
+
+/* ---- a call's deadline bounds the tool list read before it -------------- */
+
+/* Each call: a deadline half a second away. */
+static int soon(pl_ctx *ctx, const pl_action *a, pl_steps *out,
+                const pl_decorator *self, pl_next *next)
+{
+    (void)self;
+    int64_t now = 0;
+    cr_assert_eq(pl_ctx_now(&now, ctx), PL_OK);
+    cr_assert_eq(pl_ctx_set_deadline(ctx, now + 500), PL_OK);
+    return pl_next_call(next, ctx, a, out);
+}
+
+/* A server that says its tool list changed and then never lists it: the
+ * next call's list is read at most until the call's deadline, as every
+ * wait of a call is (context.h), not for start_timeout_ms (here one that
+ * never comes: the call would hang). */
+Test(mcp_promises, a_list_changed_is_read_again_within_the_calls_deadline)
+{
+    pl_mcp_options o = quiet();
+    o.start_timeout_ms = LONG_MAX;
+    open_fake("relisthang", &o);
+    per_call = (pl_decorator)PL_DECORATOR_INIT;
+    per_call.fn = soon;
+    per_call.name = "soon";
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.echo\", \"args\": {\"text\": \"a\"}},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"b\"}}]",
+                     2);
+    cr_expect(strstr(first_text(at(got, 0)), "\"a\""), "%s", t_text(got));
+    expect_error(at(got, 1), PL_ERR_TIMEOUT, NULL);
+    cJSON_Delete(got);
+    close_all();
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/call", NULL), 1,
+                 "a call past its deadline was sent");
+}
+
+/* ---- a server started again at a call: start_timeout_ms --------------- */
+
+/* The handshake of a server started again at a call waits
+ * start_timeout_ms, as every handshake does, not the call's timeout_ms,
+ * which is the wait for the tool's answer: a server slower to start than
+ * a call is long (here 2 s, and calls of half a second) was stopped at
+ * each call that started it again, and its tools never answered again. */
+Test(mcp_promises, a_server_started_again_gets_start_timeout_ms_to_start)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 500;
+    o.start_timeout_ms = 30000;
+    open_fake("slowrestart", &o);
+    cJSON *got = run("r1",
+                     "[{\"tool\": \"fake.die\"},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"b\"}},"
+                     " {\"tool\": \"fake.echo\", \"args\": {\"text\": \"c\"}}]",
+                     3);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER, "exited");
+    cr_expect(strstr(first_text(at(got, 1)), "\"b\""), "%s", t_text(got));
+    cr_expect(strstr(first_text(at(got, 2)), "\"c\""), "%s", t_text(got));
+    cJSON_Delete(got);
+}
+
+/* ---- a server that reads no more --------------------------------------- */
+
+/* A server that stops reading its input is stopped when a request cannot
+ * be written to it in time, and started again at the next call, as the
+ * header says of "a server that does not read a request to its end": it
+ * was stopped only when part of the request had been taken, but a short
+ * request goes in whole or not at all, so with its input full the server
+ * was never stopped and every call waited its timeout, unsent (and was
+ * then "cancelled", a notification for a request the server never
+ * had). */
+Test(mcp_promises, a_server_that_reads_no_more_is_started_again)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1;
+    open_fake("deaf", &o);
+    char pids[4300];
+    snprintf(pids, sizeof pids, "%s/pids", F.dir);
+    cr_assert_eq(count_lines(pids, "", NULL), 1);
+    /* small calls, each one unanswered, until the server's input is full */
+    int k = 0;
+    for (bool full = false; !full; k++) {
+        cr_assert_lt(k, 20000, "the server's input never filled");
+        char id[32];
+        snprintf(id, sizeof id, "r%d", k);
+        cJSON *got = run(id, "[{\"tool\": \"fake.echo\"}]", 1);
+        expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
+        full = strstr(s_of(at(got, 0), "message"), "does not read its input");
+        cJSON_Delete(got);
+    }
+    cr_expect_eq(count_lines(pids, "", NULL), 1);
+    cJSON *got = run("last", "[{\"tool\": \"fake.echo\"}]", 1);
+    cJSON_Delete(got);
+    cr_expect_eq(count_lines(pids, "", NULL), 2,
+                 "the server that reads nothing was not started again "
+                 "(%d calls)",
+                 k);
+}
+
+/* ---- an inputSchema that is no schema ----------------------------------- */
+
+/* A tool whose inputSchema is not a JSON object is a malformed schema:
+ * refused, naming the tool, unless unchecked_schemas registers it
+ * without one. */
+Test(mcp_promises, an_input_schema_that_is_no_object_is_refused)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("schemaless", &o);
+    cr_expect_eq(st, PL_EINVAL, "%s", pl_status_name(st));
+    cr_expect(strstr(pl_errmsg(), "loose"), "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "unchecked_schemas"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    close_all();
+    o.unchecked_schemas = true;
+    open_fake("schemaless", &o);
+    const pl_policy_def *d = pl_registry_find(F.reg, "fake.loose");
+    cr_assert_not_null(d);
+    cr_expect_null(d->input_schema);
+    cr_expect_not_null(pl_registry_find(F.reg, "fake.echo")->input_schema);
+}
+
+/* ---- an endpoint URL that names no host --------------------------------- */
+
+/* A spec "http://" or "https://" without a host (libcurl reads
+ * "http:///mcp" as the host "mcp") is a bad spec, PL_EINVAL, as the
+ * header says: not a server that cannot be reached (PL_EIO), which
+ * agent-demo calls a failure (exit 1) and not bad usage.  Built without
+ * libcurl, every http(s) spec is PL_EINVAL. */
+Test(mcp_promises, a_url_without_a_host_is_a_bad_spec)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    static const char *const bad[] = {
+        "http://",        "https://",   "http:///mcp",   "http://:8080/mcp",
+        "http://a b/mcp", "https://?x", "http://@h/mcp", "http://h:99999/mcp"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = pl_mcp_register(&F.mcp, F.reg, "h", bad[i], &o);
+        cr_expect_eq(st, PL_EINVAL, "%s: %s (%s)", bad[i], pl_status_name(st),
+                     pl_errmsg());
+        cr_expect_null(F.mcp);
+    }
+#if PL_WITH_CURL
+    cr_expect(strstr(pl_errmsg(), "expected http://HOST"), "%s", pl_errmsg());
+    /* a spec of neither form names both */
+    cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "h", "ftp://h/x", &o),
+                 PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "or an http(s):// URL"), "%s", pl_errmsg());
+#endif
+    cr_expect_eq(pl_registry_count(F.reg), 0);
+}
+
+/* ---- a bad option, whatever the transport ------------------------------- */
+
+/* A variable name that is none ("A=B", "") in env or token_env is a bad
+ * option, PL_EINVAL, before anything starts, whether or not the server's
+ * transport uses it: env was checked only for a stdio server and
+ * token_env only for an endpoint, the other registering (or failing to
+ * reach its server, PL_EIO) with the option ignored. */
+Test(mcp_promises, a_bad_variable_name_is_refused_whatever_the_transport)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    static const char *const bad_env[] = {"HOME", "A=B"};
+    static const char *const empty_env[] = {""};
+    const char *const specs[] = {spec, "http://127.0.0.1:1/mcp"};
+    for (int k = 0; k < 2; k++) {
+        pl_mcp_options o = quiet();
+        o.env = bad_env;
+        o.n_env = 2;
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "'A=B'"), "%s", pl_errmsg());
+        o.env = empty_env;
+        o.n_env = 1;
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        o = quiet();
+        o.token_env = "TOKEN=x";
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect(strstr(pl_errmsg(), "token_env"), "%s", pl_errmsg());
+        o.token_env = "";
+        cr_expect_eq(pl_mcp_register(&F.mcp, F.reg, "s", specs[k], &o),
+                     PL_EINVAL, "%s: %s", specs[k], pl_errmsg());
+        cr_expect_null(F.mcp);
+    }
+    cr_expect_eq(pl_registry_count(F.reg), 0);
+    /* nothing was started */
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "initialize", NULL), 0);
+}
