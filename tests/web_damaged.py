@@ -43,7 +43,10 @@ def damage_lmdb(path, run_id):
         nxt = raw.find(head, at + 1)
         rec = raw[at:min(at + 400, nxt if nxt >= 0 else len(raw))]
         created = rec.find(b"\xa7created")
-        if bytes([0xa0 | len(order)]) + order in rec and created >= 0:
+        # the payload's order_id, before the record's "created": the
+        # window may run past the record into a step naming another order
+        named = rec.find(b"\xa8order_id" + bytes([0xa0 | len(order)]) + order)
+        if created >= 0 and 0 <= named < created:
             raw[at + created + 3] ^= 0x04
             hits += 1
         at = nxt
