@@ -270,13 +270,23 @@ Test(llm_providers, base_urls_from_the_environment_and_the_options)
     base_from("openai", "openai://m", "OPENAI_BASE_URL", true);
 }
 
-Test(llm_providers, gemini_function_calling_round_trip)
+/* A scripted Gemini server answering @p script, its key expected and set;
+ * @p base gets its base URL. */
+static void gemini_start(t_server *srv, const char *script, char *base,
+                         size_t n)
 {
     const char *key = "gm-test-key-31337";
     setenv("PL_TEST_EXPECT_KEY", key, 1);
     setenv("GEMINI_API_KEY", key, 1);
+    t_server_start(srv, script);
+    snprintf(base, n, "http://127.0.0.1:%d/v1beta", srv->port);
+}
+
+Test(llm_providers, gemini_function_calling_round_trip)
+{
     t_server srv;
-    t_server_start(
+    char base[80];
+    gemini_start(
         &srv,
         "{\"responses\": ["
         "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
@@ -285,9 +295,8 @@ Test(llm_providers, gemini_function_calling_round_trip)
         "{\"promptTokenCount\": 12, \"candidatesTokenCount\": 3}}},"
         "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
         "\"parts\": [{\"text\": \"Two.\"}]}}], \"usageMetadata\": "
-        "{\"promptTokenCount\": 20, \"candidatesTokenCount\": 1}}}]}");
-    char base[80];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1beta", srv.port);
+        "{\"promptTokenCount\": 20, \"candidatesTokenCount\": 1}}}]}",
+        base, sizeof base);
     pl_llm_options o = quick(base);
     o.max_tokens = 99;
     pl_registry *reg = t_llm_registry("gemini://gemini-test", &o);
@@ -360,19 +369,16 @@ Test(llm_providers, gemini_function_calling_round_trip)
  * changed what the answer was.  Both take it as {} now. */
 Test(llm_providers, a_gemini_call_without_args_takes_none)
 {
-    const char *key = "gm-test-key-31337";
-    setenv("PL_TEST_EXPECT_KEY", key, 1);
-    setenv("GEMINI_API_KEY", key, 1);
     t_server srv;
-    t_server_start(
+    char base[80];
+    gemini_start(
         &srv,
         "{\"responses\": ["
         "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
         "\"parts\": [{\"functionCall\": {\"name\": \"echo\"}}]}}]}},"
         "{\"body\": {\"candidates\": [{\"content\": {\"role\": \"model\", "
-        "\"parts\": [{\"text\": \"Done.\"}]}}]}}]}");
-    char base[80];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d/v1beta", srv.port);
+        "\"parts\": [{\"text\": \"Done.\"}]}}]}}]}",
+        base, sizeof base);
     pl_llm_options o = quick(base);
     pl_registry *reg = t_llm_registry("gemini://gemini-test", &o);
     pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
