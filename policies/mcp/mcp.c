@@ -100,7 +100,14 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
         return t;
     }
     m->up = true; /* before: a 404 of the notification says it is not */
-    pl__mcp_notify(m, "notifications/initialized", NULL);
+    char said[200];
+    t = pl__mcp_notify(m, "notifications/initialized", NULL, said, sizeof said);
+    if (t != T_OK && t != T_EXPIRED) {
+        /* a server that did not take it is not ready for requests */
+        snprintf(why, n, "notifications/initialized: %s", said);
+        pl__mcp_stop(m);
+        return t;
+    }
     if (m->list) /* started again: it may be another version of itself */
         m->list_changed = true;
     return T_OK;

@@ -498,22 +498,28 @@ void pl__mcp_drain(pl_mcp *m)
     }
 }
 
-void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
+int pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params, char *why,
+                   size_t n)
 {
     bool ok = message_text(m, method, params ? tree_params : NULL, params, 0);
     cJSON_Delete(params);
-    char why[128];
+    if (!ok) {
+        snprintf(why, n, "out of memory");
+        return T_NOMEM;
+    }
+    if (!m->http)
+        return send_text(m, pl__mcp_mono_ms() + 1000, why, n);
+    /* over HTTP the notification is a POST of its own, whatever the last
+     * one came to: there is no stdio pipe to fall back on */
     cJSON *none = NULL;
+    int t = pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
+                              m->version, 1000, &none, why, n);
+    cJSON_Delete(none);
     /* a notification's 404 ends the session too: the next request
      * begins a new one */
-    if (ok && m->http &&
-        pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
-                          m->version, 1000, &none, why,
-                          sizeof why) == T_EXPIRED)
+    if (t == T_EXPIRED)
         m->up = false;
-    else if (ok)
-        send_text(m, pl__mcp_mono_ms() + 1000, why, sizeof why);
-    cJSON_Delete(none);
+    return t;
 }
 
 /*
@@ -611,7 +617,14 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
             cJSON_AddNumberToObject(p, "requestId", (double)id);
             cJSON_AddStringToObject(p, "reason", "timeout");
         }
-        pl__mcp_notify(m, "notifications/cancelled", p);
+        char said[160];
+        int c = pl__mcp_notify(m, "notifications/cancelled", p, said,
+                               sizeof said);
+        size_t k = strlen(why);
+        /* a session that ended (404) dropped the request with it */
+        if (c != T_OK && c != T_EXPIRED && k < n)
+            snprintf(why + k, n - k,
+                     " (notifications/cancelled was not taken: %s)", said);
     } else if (t == T_DEAD || t == T_TOOBIG || t == T_BAD || t == T_EXPIRED) {
         pl__mcp_stop(m); /* HTTP: a new session at the next call */
     }
