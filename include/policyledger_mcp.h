@@ -40,8 +40,11 @@
  *     request its timeout, all within the call's deadline); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
- *     `notifications/cancelled` for the request (a cancel the server does
- *     not take is named in the message; a call whose deadline
+ *     `notifications/cancelled` for the request (never for initialize;
+ *     over HTTP, only for a request the session that lives was sent, not
+ *     for one whose session ended (404) and whose new session did not
+ *     begin in time; a cancel the server does not take is named in the
+ *     message; a call whose deadline
  *     has already passed is a Timeout that is never sent; a server
  *     that does not read a request to its end in that time, whether it
  *     took part of it or none, is stopped, the next call starting it

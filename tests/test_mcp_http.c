@@ -372,6 +372,28 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew,
     deleted_before(&g_servers[0], "s-1", 1);
 }
 
+/* A session that ended (404) and a new one not begun before the call's
+ * deadline (initialize never answered): a Timeout that cancels nothing,
+ * since no session that lives read the request, and initialize is never
+ * cancelled (the spec forbids it).  The next call begins a session and
+ * succeeds. */
+Test(mcp_http, a_request_no_live_session_read_is_not_cancelled,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"expire\": true}],"
+            " \"init\": [null, {\"drip\": true}]}",
+            &o);
+    cr_assert_eq(pl_decorator_timeout(&per_call, 400), PL_OK);
+    cJSON *got = echo_calls("r1", 2);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 3);
+    cr_expect_eq(requests(&g_servers[0], "tools/call"), 2);
+    cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 0);
+}
+
 /* A notification the server does not take (a status that is no 404) is
  * said, never dropped: notifications/initialized refused fails the
  * registration, or the call that began a new session (the next call
