@@ -262,7 +262,10 @@ typedef struct pl_mcp_options {
  *         is registered; a server that does not take
  *         notifications/initialized, over HTTP a status other than 2xx or
  *         404, is one that answers with an error); PL_EEXIST (a policy of
- *         that name exists: none is registered); the errors of
+ *         that name exists, or @p reg holds the tools of a server
+ *         registered as @p name, whatever tools this one lists: none is
+ *         registered, this server is not started, and the first's tools
+ *         stay as they were); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);
  *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,
