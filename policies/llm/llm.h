@@ -6,7 +6,8 @@
  *   response.c   a provider's response body as a normalised answer, and a
  *                normalised answer as steps
  *   names.c      policy names as the tool names each provider accepts
- *   transport.c  one model call: HTTP with retries, or the scripted model
+ *   transport.c  one model call: HTTP with retries; the recorded exchange
+ *   scripted.c   the scripted model (attempt.h: what the two share)
  *   retry_after.c a server's Retry-After as a wait
  *   stream.c     a streamed answer: SSE or NDJSON, deltas, the whole
  *   reqcache.c   the request of a loop's turn, built on the last turn's
