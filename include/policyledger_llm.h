@@ -165,6 +165,13 @@
  * scripted answer wait that long before each piece, as a model writing:
  * above 0 and below 10000; any other value waits not at all.
  *
+ * The call's deadline (pl_ctx_deadline()) bounds the scripted model as it
+ * bounds a provider's call: past it already, no response is played
+ * (Timeout, "the model was not asked"); a retry it has come for is not
+ * made (the last failure's code, the message saying why); a streamed
+ * answer still being paced at it ends there with Timeout, nothing of it
+ * recorded, its deltas void (PL_LLM_DELTA_RESTARTED).
+ *
  * Streaming (pl_llm_options.on_delta): each model call asks for the
  * provider's stream (OpenAI's and Anthropic's server-sent events with
  * "stream": true, OpenAI's usage chunk included; Gemini's

@@ -121,18 +121,38 @@ static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
     return PL_OK;
 }
 
+/* Wait @p delay_ms before a piece of a streamed answer, but not past
+ * @p deadline_ms (Unix ms; 0: none): false when the deadline came
+ * first. */
+static bool pace(long delay_ms, int64_t deadline_ms)
+{
+    if (deadline_ms) {
+        int64_t left = deadline_ms - (int64_t)(pl__now_us() / 1000);
+        if (left <= 0)
+            return false;
+        if (delay_ms >= left) {
+            pl__llm_sleep_ms((long)left);
+            return false;
+        }
+    }
+    if (delay_ms > 0)
+        pl__llm_sleep_ms(delay_ms);
+    return true;
+}
+
 /* A streamed scripted answer: the text word by word, each call's
- * arguments in pieces of 8 bytes, @p delay_ms before each piece. */
-static void scripted_stream(pl__llm_deltas *d, const cJSON *answer,
-                            long delay_ms)
+ * arguments in pieces of 8 bytes, @p delay_ms before each piece.  False
+ * when the call's deadline came before its last piece. */
+static bool scripted_stream(pl__llm_deltas *d, const cJSON *answer,
+                            long delay_ms, int64_t deadline_ms)
 {
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(answer, "text");
     const char *t = cJSON_IsString(text) ? text->valuestring : "";
     while (*t) {
         size_t n = strcspn(t, " \n");
         n += strspn(t + n, " \n");
-        if (delay_ms > 0)
-            pl__llm_sleep_ms(delay_ms);
+        if (!pace(delay_ms, deadline_ms))
+            return false;
         pl__llm_delta_send(d, PL_LLM_DELTA_TEXT, t, n, NULL, 0, false);
         t += n;
     }
@@ -145,8 +165,10 @@ static void scripted_stream(pl__llm_deltas *d, const cJSON *answer,
         const char *p = pl__llm_args_text(c, &printed);
         for (size_t left = strlen(p); left;) {
             size_t n = left < 8 ? left : 8;
-            if (delay_ms > 0)
-                pl__llm_sleep_ms(delay_ms);
+            if (!pace(delay_ms, deadline_ms)) {
+                free(printed);
+                return false;
+            }
             pl__llm_delta_send(d, PL_LLM_DELTA_TOOL_ARGS, p, n,
                                pl__llm_call_name(c), i, false);
             p += n;
@@ -155,13 +177,27 @@ static void scripted_stream(pl__llm_deltas *d, const cJSON *answer,
         free(printed);
         i++;
     }
+    return true;
+}
+
+/* The call's deadline came: *a a Timeout saying @p why, what it held
+ * dropped. */
+static int timed_out(attempt *a, const char *why)
+{
+    cJSON_Delete(a->answer);
+    a->answer = NULL;
+    a->status = 0;
+    a->timed_out = true;
+    a->error_code = (char *)PL_ERR_TIMEOUT;
+    free(a->message);
+    a->message = pl__strdup(why);
+    return a->message ? PL_OK : pl__err(PL_ENOMEM, "out of memory");
 }
 
 int pl__llm_scripted_exchange(attempt *a, unsigned *attempts, long *pos,
                               const pl__llm *m, const char *body,
                               int64_t deadline_ms, pl__llm_deltas *deltas)
 {
-    (void)deadline_ms; /* the scripted model does not wait */
     char *text = NULL;
     size_t len = 0;
     int st = read_file(&text, &len, m->url.model);
@@ -183,6 +219,16 @@ int pl__llm_scripted_exchange(attempt *a, unsigned *attempts, long *pos,
     }
     unsigned max = m->o.max_attempts ? m->o.max_attempts : PL__LLM_DEF_ATTEMPTS;
     for (unsigned i = 0; !st; i++) {
+        /* the call's deadline, as over HTTP: one already past asks
+         * nothing; a retry it has come for is not made */
+        if (deadline_ms && (int64_t)(pl__now_us() / 1000) >= deadline_ms) {
+            if (i == 0)
+                st = timed_out(a, "the call's deadline has passed: the "
+                                  "model was not asked");
+            else
+                pl__llm_gave_up(a, "the call's deadline has passed", i);
+            break;
+        }
         pl__llm_attempt_clear(a);
         *attempts = i + 1;
         const cJSON *r = cJSON_GetArrayItem(rs, (int)*pos);
@@ -214,11 +260,18 @@ int pl__llm_scripted_exchange(attempt *a, unsigned *attempts, long *pos,
         if (!st && deltas) {
             const cJSON *dl = cJSON_GetObjectItemCaseSensitive(
                 script, "stream_delay_ms");
-            scripted_stream(deltas, a->answer,
-                            cJSON_IsNumber(dl) && dl->valuedouble > 0 &&
-                                    dl->valuedouble < 10000
-                                ? (long)dl->valuedouble
-                                : 0);
+            long delay = cJSON_IsNumber(dl) && dl->valuedouble > 0 &&
+                                 dl->valuedouble < 10000
+                             ? (long)dl->valuedouble
+                             : 0;
+            if (!scripted_stream(deltas, a->answer, delay, deadline_ms)) {
+                st = timed_out(a, "the call's deadline came before the "
+                                  "scripted answer was whole: what was "
+                                  "streamed of it is void");
+                if (deltas->sent)
+                    pl__llm_delta_send(deltas, PL_LLM_DELTA_RESTARTED, "", 0,
+                                       NULL, 0, false);
+            }
         }
         break;
     }
