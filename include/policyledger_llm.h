@@ -194,7 +194,9 @@
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
  *     Once the final event came, the answer is whole: a connection cut
  *     after it, or held open with nothing more, changes nothing.
- *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
+ *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole;
+ *     an answer the store then fails to record ends with
+ *     PL_LLM_DELTA_RESTARTED instead.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one
  *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
@@ -256,7 +258,9 @@ typedef enum pl_llm_delta_kind {
     PL_LLM_DELTA_TOOL_ARGS = 1,
     /** The deltas delivered so far for this turn are void: the stream was
      *  cut, and the model call is tried again (or, attempts spent, fails
-     *  as a failed request does).  A viewer clears what it showed. */
+     *  as a failed request does); or the answer came whole but could not
+     *  be recorded (the store failed at the turn's commit: the run fails
+     *  with the store's error).  A viewer clears what it showed. */
     PL_LLM_DELTA_RESTARTED = 2,
     /** The turn's answer is whole and recorded: the deltas since the last
      *  PL_LLM_DELTA_RESTARTED are the answer.  A call that fails for good
