@@ -133,7 +133,10 @@
  * registration, with a message.
  *
  * API keys are read from the environment when a request is made; they are
- * never written to a ledger, an event, or an error message.
+ * never written to a ledger, an event, or an error message: what a
+ * provider sends back is quoted with every occurrence of the key, whatever
+ * its length, as "[redacted]" (so a key of a byte or two masks those bytes
+ * wherever they stand in the quote).
  *
  * The scripted model's script is a JSON object:
  *
