@@ -133,7 +133,10 @@
  * registration, with a message.
  *
  * API keys are read from the environment when a request is made; they are
- * never written to a ledger, an event, or an error message.
+ * never written to a ledger, an event, or an error message: what a
+ * provider sends back is quoted with every occurrence of the key, whatever
+ * its length, as "[redacted]" (so a key of a byte or two masks those bytes
+ * wherever they stand in the quote).
  *
  * The scripted model's script is a JSON object:
  *
@@ -165,6 +168,13 @@
  * scripted answer wait that long before each piece, as a model writing:
  * above 0 and below 10000; any other value waits not at all.
  *
+ * The call's deadline (pl_ctx_deadline()) bounds the scripted model as it
+ * bounds a provider's call: past it already, no response is played
+ * (Timeout, "the model was not asked"); a retry it has come for is not
+ * made (the last failure's code, the message saying why); a streamed
+ * answer still being paced at it ends there with Timeout, nothing of it
+ * recorded, its deltas void (PL_LLM_DELTA_RESTARTED).
+ *
  * Streaming (pl_llm_options.on_delta): each model call asks for the
  * provider's stream (OpenAI's and Anthropic's server-sent events with
  * "stream": true, OpenAI's usage chunk included; Gemini's
@@ -187,7 +197,9 @@
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
  *     Once the final event came, the answer is whole: a connection cut
  *     after it, or held open with nothing more, changes nothing.
- *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole.
+ *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole;
+ *     an answer the store then fails to record ends with
+ *     PL_LLM_DELTA_RESTARTED instead.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one
  *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
@@ -249,7 +261,9 @@ typedef enum pl_llm_delta_kind {
     PL_LLM_DELTA_TOOL_ARGS = 1,
     /** The deltas delivered so far for this turn are void: the stream was
      *  cut, and the model call is tried again (or, attempts spent, fails
-     *  as a failed request does).  A viewer clears what it showed. */
+     *  as a failed request does); or the answer came whole but could not
+     *  be recorded (the store failed at the turn's commit: the run fails
+     *  with the store's error).  A viewer clears what it showed. */
     PL_LLM_DELTA_RESTARTED = 2,
     /** The turn's answer is whole and recorded: the deltas since the last
      *  PL_LLM_DELTA_RESTARTED are the answer.  A call that fails for good

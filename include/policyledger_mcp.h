@@ -40,7 +40,11 @@
  *     request its timeout, all within the call's deadline); no answer
  *     before the timeout (timeout_ms, or the call's deadline,
  *     pl_ctx_deadline(), if sooner): Timeout, after the server is sent
- *     `notifications/cancelled` for the request (a call whose deadline
+ *     `notifications/cancelled` for the request (never for initialize;
+ *     over HTTP, only for a request the session that lives was sent, not
+ *     for one whose session ended (404) and whose new session did not
+ *     begin in time; a cancel the server does not take is named in the
+ *     message; a call whose deadline
  *     has already passed is a Timeout that is never sent; a server
  *     that does not read a request to its end in that time, whether it
  *     took part of it or none, is stopped, the next call starting it
@@ -255,8 +259,13 @@ typedef struct pl_mcp_options {
  *         `initialize` with a protocol version this library does not
  *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists
  *         a tool twice, or does not answer within start_timeout_ms: none
- *         is registered); PL_EEXIST (a policy of that
- *         name exists: none is registered); the errors of
+ *         is registered; a server that does not take
+ *         notifications/initialized, over HTTP a status other than 2xx or
+ *         404, is one that answers with an error); PL_EEXIST (a policy of
+ *         that name exists, or @p reg holds the tools of a server
+ *         registered as @p name, whatever tools this one lists: none is
+ *         registered, this server is not started, and the first's tools
+ *         stay as they were); the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);
  *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,

@@ -300,3 +300,12 @@ const char *t_pad(void)
     memset(pad, 'x', sizeof pad - 1);
     return pad;
 }
+
+int t_delta_kinds[4];
+
+void t_count_delta(const pl_llm_delta *d, void *user)
+{
+    (void)user;
+    if ((unsigned)d->kind < 4)
+        t_delta_kinds[d->kind]++;
+}

@@ -72,4 +72,9 @@ const char *t_str(const cJSON *o, const char *key);
 /* 255 'x's, to pad a message (cut it with "%.Ns"). */
 const char *t_pad(void);
 
+/* An on_delta that counts the deltas of each kind in t_delta_kinds
+ * (zero it before a run). */
+extern int t_delta_kinds[4];
+void t_count_delta(const pl_llm_delta *d, void *user);
+
 #endif

@@ -3,7 +3,8 @@
  * loopback server, as test_llm_faults.c (the protocols' table and the
  * agent's fixture in support_llm_faults.c): retries (429 with Retry-After,
  * retry-after-ms winning over it, Retry-After as an HTTP date, 500, 408 and
- * 409, a dropped connection), a hanging response, a retry not made saying
+ * 409, a dropped connection), a hanging response, the call's deadline (a
+ * provider's and the scripted model's), a retry not made saying
  * why, deep and misshapen responses; and failures, none retried: a body
  * that is not JSON or of another shape, an unknown tool, malformed
  * arguments or arguments against the tool's schema, an oversized body, a
@@ -69,6 +70,16 @@ PROTO_TEST(a_hanging_response_times_out)
     fixture_free(&f);
 }
 
+/* The agent run @p id, its model calls' deadline @p in_ms away. */
+static pl_outcome *within(pl_engine *e, int in_ms, const char *id)
+{
+    char payload[128];
+    snprintf(payload, sizeof payload,
+             "{\"text\": \"hi\", \"actions\": [], \"deadline_in_ms\": %d}",
+             in_ms);
+    return t_start(e, "agent", payload, id);
+}
+
 /* The call's deadline (a timeout decorator's, pl_ctx_deadline()), when it
  * comes first, bounds a model call as total_timeout_ms does: the hanging
  * request is cut at it and not tried again; one already past asks
@@ -88,15 +99,63 @@ Test(llm_faults, the_calls_deadline_bounds_a_model_call)
     } cases[] = {{300, "dl", "the call's deadline"},
                  {-1000, "past", "the model was not asked"}};
     for (int i = 0; i < 2; i++) {
-        char payload[128];
-        snprintf(payload, sizeof payload,
-                 "{\"text\": \"hi\", \"actions\": [], \"deadline_in_ms\": %d}",
-                 cases[i].in_ms);
         pl_outcome_free(f.out);
-        f.out = t_start(f.e, "agent", payload, cases[i].run);
+        f.out = within(f.e, cases[i].in_ms, cases[i].run);
         expect_error(&f, PL_ERR_TIMEOUT, cases[i].says);
         cr_expect_eq(t_server_requests(&g_srv), 1, "%s: %d requests",
                      cases[i].run, t_server_requests(&g_srv));
+    }
+    fixture_free(&f);
+}
+
+/* The scripted model keeps the call's deadline as the providers do: an
+ * answer streamed at 250 ms a word (40 words, 10 s) is cut at a deadline
+ * 2 s away, a Timeout whose deltas are void (a restart, no end); one
+ * already past plays nothing. */
+Test(llm_faults, the_calls_deadline_bounds_a_scripted_call)
+{
+    char words[400] = "";
+    for (int i = 0; i < 40; i++)
+        snprintf(words + strlen(words), sizeof words - strlen(words), "%sw%d",
+                 i ? " " : "", i);
+    char text[1000];
+    snprintf(text, sizeof text,
+             "{\"stream_delay_ms\": 250, \"responses\": [{\"text\": \"%s\"},"
+             " {\"text\": \"%s\"}]}",
+             words, words);
+    const char *script = t_write_file("paced.json", text);
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", script);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.on_delta = t_count_delta;
+    fixture f = {0};
+    f.reg = t_llm_registry(url, &o);
+    f.e = t_engine(t_store_path(), f.reg, PL_DURABILITY_PROCESS);
+    static const struct {
+        int in_ms;
+        const char *run, *says;
+    } cases[] = {{2000, "dl", "before the scripted answer was whole"},
+                 {-1000, "past", "the model was not asked"}};
+    for (int i = 0; i < 2; i++) {
+        memset(t_delta_kinds, 0, sizeof t_delta_kinds);
+        pl_outcome_free(f.out);
+        f.out = within(f.e, cases[i].in_ms, cases[i].run);
+        cr_assert_eq(f.out->status, PL_RUN_COMPLETED, "%s: %s", cases[i].run,
+                     f.out->reason ? f.out->reason : "");
+        const cJSON *r = pl_outcome_result(f.out);
+        const char *code = t_str(r, "code"), *msg = t_str(r, "message");
+        cr_expect(code && strcmp(code, PL_ERR_TIMEOUT) == 0, "%s: %s",
+                  cases[i].run, t_text(r));
+        cr_expect(msg && strstr(msg, cases[i].says), "%s: %s", cases[i].run,
+                  t_text(r));
+        cr_expect_eq(t_delta_kinds[PL_LLM_DELTA_END], 0, "%s", cases[i].run);
+        cr_expect_lt(t_delta_kinds[PL_LLM_DELTA_TEXT], 40, "%s", cases[i].run);
+        if (i == 0) /* a part of the answer came, then the deadline */
+            cr_expect_gt(t_delta_kinds[PL_LLM_DELTA_TEXT], 0);
+        cr_expect_eq(t_delta_kinds[PL_LLM_DELTA_RESTARTED],
+                     t_delta_kinds[PL_LLM_DELTA_TEXT] ? 1 : 0, "%s",
+                     cases[i].run);
+        cr_expect_eq(t_scripted_served(script), 1, "%s", cases[i].run);
     }
     fixture_free(&f);
 }

@@ -528,6 +528,45 @@ Test(llm_openai, unauthorized_and_the_key_goes_nowhere)
     pl_registry_free(reg);
 }
 
+/* A key of any length is redacted from what a provider echoes: one of
+ * three bytes, one of a byte, and two that "[redacted]" itself holds (the
+ * text put in a key's place is not searched again: "redacted" was, for
+ * ever). */
+Test(llm_openai, a_short_key_echoed_is_redacted)
+{
+    static const struct {
+        const char *key, *says;
+    } cases[] = {{"k9Z", "provided: [redacted]"},
+                 {"Q", "provided: [redacted]"},
+                 {"d", "provi[redacted]e[redacted]: [redacted]"},
+                 {"redacted", "provided: [redacted]"}};
+    for (int i = 0; i < 4; i++) {
+        char r[300];
+        snprintf(r, sizeof r,
+                 "{\"status\": 401, \"body\": {\"error\": {\"message\": "
+                 "\"Incorrect API key provided: %s\"}}}",
+                 cases[i].key);
+        serve(script(1, raw(r)));
+        setenv("MY_LLM_KEY", cases[i].key, 1);
+        pl_llm_options o = opts();
+        o.api_key_env = "MY_LLM_KEY";
+        pl_registry *reg = NULL;
+        pl_engine *e = engine_for(&reg, &o);
+        char id[16];
+        snprintf(id, sizeof id, "short-%d", i);
+        pl_outcome *out = t_agent(e, "hi", "[]", id);
+        expect_error(out, PL_ERR_UNAUTHORIZED, cases[i].says);
+        char *res = t_text(pl_outcome_result(out));
+        if (i < 2) /* the others stand in the message's own words */
+            cr_expect(!strstr(res, cases[i].key), "the key is in %s", res);
+        free(res);
+        pl_outcome_free(out);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+    }
+    unsetenv("MY_LLM_KEY");
+}
+
 /* The error text is cut to be short only once the key is out of it: a
  * server that echoes the key past the cut point (after a long message, in
  * a body that is not JSON) leaves no part of it in the result. */

@@ -2,7 +2,8 @@
  * test_llm_stream_end.c -- what a model's stream sends at and past its
  * end, against the loopback server's raw streams (tests/llm_server.py):
  * bytes past the final event are not read; what the stream quotes in an
- * error has the API key out of it before it is cut short.
+ * error has the API key out of it before it is cut short; an answer the
+ * store cannot record ends in a restart, not an end.
  */
 #include "llm_support.h"
 
@@ -84,4 +85,48 @@ Test(llm_stream_end, a_stream_quoting_the_key_leaves_no_part_of_it)
         t_server_stop(&srv);
     }
     unsetenv("MY_LLM_KEY");
+}
+
+/* A streamed answer delivered whole that the store then cannot record
+ * (its map full, not allowed to grow: the turn's commit fails) was never
+ * the answer: the viewer gets PL_LLM_DELTA_RESTARTED, never
+ * PL_LLM_DELTA_END, and the run fails with the store's error. */
+Test(llm_stream_end, an_answer_the_store_cannot_record_is_restarted)
+{
+    size_t words = 20000, cap = words * 101 + 64;
+    char *script = malloc(cap);
+    cr_assert_not_null(script);
+    size_t k = (size_t)snprintf(script, cap, "{\"responses\": [{\"text\": \"");
+    for (size_t i = 0; i < words; i++)
+        k += (size_t)snprintf(script + k, cap - k, "%.99s ", t_pad());
+    snprintf(script + k, cap - k, "\"}]}");
+    const char *path = t_write_file("big.json", script);
+    free(script);
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", path);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.on_delta = t_count_delta;
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_PROCESS;
+    eo.map_size = (size_t)256 << 10;
+    eo.map_size_max = (size_t)1 << 20;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON *p = t_json("{\"text\": \"hi\", \"actions\": []}");
+    pl_action a = {PL_ACTION_VERSION, "agent", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "full";
+    pl_outcome *out = NULL;
+    int st = pl_run_start(&out, e, &a, &ro);
+    cJSON_Delete(p);
+    cr_expect_eq(st, PL_EMAPFULL, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_eq(t_delta_kinds[PL_LLM_DELTA_TEXT], (int)words);
+    cr_expect_eq(t_delta_kinds[PL_LLM_DELTA_END], 0);
+    cr_expect_eq(t_delta_kinds[PL_LLM_DELTA_RESTARTED], 1);
+    cr_expect_eq(t_scripted_served(path), 1);
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }

@@ -177,6 +177,47 @@ Test(mcp, filesystem_reads_lists_and_refuses_a_path_outside_its_roots)
     cJSON_Delete(got);
 }
 
+/* A second server under a name whose tools are registered is PL_EEXIST,
+ * whatever its tools (the fake server's share none with the filesystem
+ * server's), and is not started: the first's tools stay as they were,
+ * and are called. */
+Test(mcp, a_second_server_under_a_name_taken_is_refused)
+{
+    need(FILESYSTEM);
+    char root[4300], spec[9000], fake[9000];
+    snprintf(root, sizeof root, "%s/root", F.dir);
+    cr_assert_eq(mkdir(root, 0755), 0);
+    write_file(root, "a.txt", "alpha\n");
+    snprintf(spec, sizeof spec, "stdio:node " FILESYSTEM " %s", root);
+    pl_mcp_options o = quiet();
+    cr_assert_eq(open_reg("fs", spec, &o), PL_OK, "%s", pl_errmsg());
+    size_t count = pl_registry_count(F.reg);
+    const pl_policy_def *read = pl_registry_find(F.reg, "fs.read_text_file");
+    cr_assert_not_null(read);
+    snprintf(fake, sizeof fake, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp *second = NULL;
+    cr_expect_eq(pl_mcp_register(&second, F.reg, "fs", fake, &o), PL_EEXIST);
+    cr_expect(strstr(pl_errmsg(), "MCP server fs:"), "%s", pl_errmsg());
+    cr_expect_null(second);
+    pl_mcp_close(second);
+    cr_expect_eq(pl_registry_count(F.reg), count);
+    cr_expect_null(pl_registry_find(F.reg, "fs.echo"));
+    cr_expect_eq(pl_registry_find(F.reg, "fs.read_text_file"), read);
+    char pids[4300];
+    snprintf(pids, sizeof pids, "%s/pids", F.dir);
+    cr_expect_neq(access(pids, F_OK), 0, "the second server was started");
+    snprintf(F.store, sizeof F.store, "%s", t_store_path());
+    F.engine = t_engine(F.store, F.reg, PL_DURABILITY_PROCESS);
+    char calls[5000];
+    snprintf(calls, sizeof calls,
+             "[{\"tool\": \"fs.read_text_file\", \"args\": {\"path\": "
+             "\"%s/a.txt\"}}]",
+             root);
+    cJSON *got = run("r1", calls, 1);
+    cr_expect_str_eq(first_text(at(got, 0)), "alpha\n");
+    cJSON_Delete(got);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Crashes                                                                  */
 /* ------------------------------------------------------------------------ */

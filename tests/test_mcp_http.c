@@ -372,6 +372,57 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew,
     deleted_before(&g_servers[0], "s-1", 1);
 }
 
+/* A session that ended (404) and a new one not begun before the call's
+ * deadline (initialize never answered): a Timeout that cancels nothing,
+ * since no session that lives read the request, and initialize is never
+ * cancelled (the spec forbids it).  The next call begins a session and
+ * succeeds. */
+Test(mcp_http, a_request_no_live_session_read_is_not_cancelled,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    open_on("{\"call\": [{\"expire\": true}],"
+            " \"init\": [null, {\"drip\": true}]}",
+            &o);
+    cr_assert_eq(pl_decorator_timeout(&per_call, 400), PL_OK);
+    cJSON *got = echo_calls("r1", 2);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
+    cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 3);
+    cr_expect_eq(requests(&g_servers[0], "tools/call"), 2);
+    cr_expect_eq(requests(&g_servers[0], "notifications/cancelled"), 0);
+}
+
+/* A notification the server does not take (a status that is no 404) is
+ * said, never dropped: notifications/initialized refused fails the
+ * registration, or the call that began a new session (the next call
+ * begins one that works); notifications/cancelled refused is named in
+ * the Timeout's message. */
+Test(mcp_http, a_notification_not_taken_is_reported, .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    cr_expect_eq(register_on("{\"notify\": [{\"status\": 500}]}", &o), PL_EIO);
+    cr_expect(strstr(pl_errmsg(), "notifications/initialized: HTTP 500"), "%s",
+              pl_errmsg());
+    cr_expect_null(F.mcp);
+    close_all();
+    stop_servers();
+    o.timeout_ms = 300;
+    open_on("{\"call\": [{\"expire\": true}, {\"forever\": true,"
+            " \"sse\": true}], \"notify\": [null, {\"status\": 503},"
+            " null, {\"status\": 400}]}",
+            &o);
+    cJSON *got = echo_calls("r1", 3);
+    expect_error(at(got, 0), PL_ERR_RETRYABLE_SERVER,
+                 "notifications/initialized: HTTP 503");
+    expect_error(at(got, 1), PL_ERR_TIMEOUT,
+                 "notifications/cancelled was not taken: HTTP 400");
+    cr_expect(strstr(first_text(at(got, 2)), "\"i\": 2"), "%s", t_text(got));
+    cJSON_Delete(got);
+    cr_expect_eq(requests(&g_servers[0], "initialize"), 3);
+}
+
 /* A session the server ended (404) is ended by the client too: a DELETE
  * of it, with the token, before the new one begins; the last is ended at
  * close. */

@@ -330,6 +330,11 @@ static int one_exchange(cJSON **value, pl_ctx *ctx, const pl__llm *m,
         pl__llm_delta_whole(x.deltas, ans, true);
     if (ans && x.deltas)
         pl__llm_delta_send(x.deltas, PL_LLM_DELTA_END, "", 0, NULL, 0, !x.ran);
+    /* an answer streamed that is not recorded (the store failed at the
+     * turn's commit) is no answer: what was shown of it is void */
+    else if (st && x.deltas && x.deltas->sent)
+        pl__llm_delta_send(x.deltas, PL_LLM_DELTA_RESTARTED, "", 0, NULL, 0,
+                           false);
     return st;
 }
 

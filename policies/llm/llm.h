@@ -6,7 +6,8 @@
  *   response.c   a provider's response body as a normalised answer, and a
  *                normalised answer as steps
  *   names.c      policy names as the tool names each provider accepts
- *   transport.c  one model call: HTTP with retries, or the scripted model
+ *   transport.c  one model call: HTTP with retries; the recorded exchange
+ *   scripted.c   the scripted model (attempt.h: what the two share)
  *   retry_after.c a server's Retry-After as a wait
  *   stream.c     a streamed answer: SSE or NDJSON, deltas, the whole
  *   reqcache.c   the request of a loop's turn, built on the last turn's
@@ -203,8 +204,8 @@ PL__HIDDEN int pl__llm_stream_end(pl__llm_stream *s, cJSON **answer,
 /* 0, or the failure's kind with *why (borrowed). */
 PL__HIDDEN int pl__llm_stream_failed(const pl__llm_stream *s, const char **why);
 PL__HIDDEN bool pl__llm_stream_done(const pl__llm_stream *s);
-/* @p s (taken over) with every @p key in it replaced by "[redacted]";
- * NULL when out of memory. */
+/* @p s (taken over) with every @p key in it, whatever its length,
+ * replaced by "[redacted]"; NULL when out of memory. */
 PL__HIDDEN char *pl__llm_redact(char *s, const char *key);
 /* What a server sent, @p n bytes at @p p, for a message: @p key redacted,
  * then cut to @p max bytes, control characters as spaces.  Caller frees;

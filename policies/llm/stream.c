@@ -66,19 +66,41 @@ pl__llm_stream *pl__llm_stream_new(const pl__llm *m, pl__llm_deltas *d,
 
 /* ---- what a server sent, quoted -------------------------------------- */
 
-char *pl__llm_redact(char *s, const char *key)
+/* @p s (taken over) with every @p key in it, whatever its length, as
+ * "[redacted]", in one pass (the text put in a key's place is not searched
+ * again: it may hold the key), kept up to @p limit bytes or a little past
+ * (what is past is dropped: never a part of a key put back).  NULL when
+ * out of memory. */
+static char *redact(char *s, const char *key, size_t limit)
 {
-    if (!s || !key || strlen(key) < 4)
+    char *p = s && key && *key ? strstr(s, key) : NULL;
+    if (!p)
         return s;
     size_t kl = strlen(key);
-    char *p;
-    while ((p = strstr(s, key)) != NULL) {
-        char *n = pl__asprintf("%.*s[redacted]%s", (int)(p - s), s, p + kl);
-        free(s);
-        if (!(s = n))
-            return NULL;
+    pl__buf b = {0};
+    const char *from = s;
+    int st = PL_OK;
+    for (; p && b.len < limit; p = strstr(from, key)) {
+        if ((st = pl__buf_append(&b, from, (size_t)(p - from))) ||
+            (st = pl__buf_append(&b, "[redacted]", 10)))
+            break;
+        from = p + kl;
     }
-    return s;
+    if (!st && b.len < limit)
+        st = pl__buf_append(&b, from, strlen(from));
+    if (!st)
+        st = pl__buf_append(&b, "", 1);
+    free(s);
+    if (st) {
+        pl__buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+char *pl__llm_redact(char *s, const char *key)
+{
+    return redact(s, key, SIZE_MAX);
 }
 
 char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
@@ -90,7 +112,7 @@ char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
         memcpy(t, p, n);
     t[n] = '\0';
     /* the key out first: a cut made before would leave its start */
-    if ((t = pl__llm_redact(t, key)) && strlen(t) > max)
+    if ((t = redact(t, key, max)) && strlen(t) > max)
         t[max] = '\0';
     for (char *q = t; q && *q; q++)
         if ((unsigned char)*q < 0x20)

@@ -1,6 +1,6 @@
 /*
  * transport.c -- one model call, with retries inside it: HTTP through
- * libcurl, or the scripted model.
+ * libcurl, or the scripted model (scripted.c); the recorded exchange.
  *
  * Retries: 408, 409, 429, 5xx and transport errors (no connection, a
  * dropped one, a timeout) are tried again up to max_attempts, as the
@@ -13,14 +13,12 @@
  * redacted before it becomes part of a message.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,12 +27,12 @@
 #endif
 
 #include "sha256.h"
+#include "attempt.h"
 #include "llm.h"
 #include "platform.h"
 
 #define DEF_CONNECT_MS 10000u
 #define DEF_TIMEOUT_MS 120000u
-#define DEF_ATTEMPTS 4u
 #define DEF_TOTAL_MS 300000u
 #define DEF_BASE_MS 250u
 #define DEF_MAX_MS 20000u
@@ -128,26 +126,16 @@ static void handle_give(const pl__llm *m, CURL *c, bool kept, bool failed)
 
 #endif /* PL_WITH_CURL */
 
-/* What one attempt came to. */
-typedef struct attempt {
-    long status; /* HTTP status, 0 for a transport error */
-    bool retryable;
-    bool timed_out;
-    long retry_after_ms; /* -1: none */
-    char *error_code;    /* final error, else NULL (static strings) */
-    char *message;       /* owned */
-    cJSON *answer;       /* owned */
-    long in_tokens, out_tokens;
-} attempt;
+typedef pl__llm_attempt attempt;
 
-static void sleep_ms(long ms)
+void pl__llm_sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
         ;
 }
 
-static void attempt_clear(attempt *a)
+void pl__llm_attempt_clear(attempt *a)
 {
     free(a->message);
     cJSON_Delete(a->answer);
@@ -166,7 +154,7 @@ static long rand_between(long lo, long hi)
 
 #endif /* PL_WITH_CURL */
 
-static const char *code_for_status(long status)
+const char *pl__llm_status_code(long status)
 {
     switch (status) {
     case 401: return PL_ERR_UNAUTHORIZED;
@@ -180,18 +168,12 @@ static const char *code_for_status(long status)
     }
 }
 
-/* As the official SDKs retry: a timeout (408), a conflict (409), a rate
- * limit (429), and the server's errors. */
-static bool retryable_status(long status)
+bool pl__llm_status_retryable(long status)
 {
     return status == 408 || status == 409 || status == 429 || status >= 500;
 }
 
-static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
-
-/* Say in a retryable failure's message why it was not tried again, and
- * after how many attempts. */
-static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
+void pl__llm_gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
 {
     char why[200];
     va_list ap;
@@ -208,6 +190,8 @@ static void gave_up(attempt *a, const char *fmt, unsigned attempts, ...)
 }
 
 #if PL_WITH_CURL
+static unsigned or_default(unsigned v, unsigned d) { return v ? v : d; }
+
 /* What differs between the HTTP providers. */
 typedef struct provider {
     const char *base;     /* default base URL */
@@ -468,8 +452,8 @@ static void http_attempt(attempt *a, const pl__llm *m, const char *url,
         }
         goto done;
     }
-    a->retryable = retryable_status(a->status);
-    a->error_code = (char *)code_for_status(a->status);
+    a->retryable = pl__llm_status_retryable(a->status);
+    a->error_code = (char *)pl__llm_status_code(a->status);
     char *etext = error_text((char *)s.body.data, s.body.len, key);
     a->message = pl__asprintf("HTTP %ld from the model's server: %s", a->status,
                               etext ? etext : "");
@@ -543,7 +527,7 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
                        "environment",
                        m->name, var);
     }
-    unsigned max = or_default(m->o.max_attempts, DEF_ATTEMPTS);
+    unsigned max = or_default(m->o.max_attempts, PL__LLM_DEF_ATTEMPTS);
     unsigned per = or_default(m->o.timeout_ms, DEF_TIMEOUT_MS);
     long base_ms = or_default(m->o.backoff_base_ms, DEF_BASE_MS);
     long cap_ms = or_default(m->o.backoff_max_ms, DEF_MAX_MS);
@@ -574,7 +558,7 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
         uint64_t used = pl__mono_ns() - t0;
         long left_ms = used >= total_ns ? 0
                                         : (long)((total_ns - used) / 1000000);
-        attempt_clear(a);
+        pl__llm_attempt_clear(a);
         *attempts = i + 1;
         http_attempt(a, m, url, key, wire ? wire : body,
                      left_ms < (long)per ? (left_ms > 0 ? left_ms : 1)
@@ -586,7 +570,8 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
         if (!a->retryable)
             break;
         if (i + 1 >= max) {
-            gave_up(a, "no attempt was left (max_attempts %u)", i + 1, max);
+            pl__llm_gave_up(a, "no attempt was left (max_attempts %u)", i + 1,
+                            max);
             break;
         }
         wait = rand_between(base_ms, wait * 3);
@@ -607,10 +592,10 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
                      a->retry_after_ms >= 0 ? " the server asked for" : "",
                      left,
                      by_deadline ? "the call's deadline" : "total_timeout_ms");
-            gave_up(a, "%s", i + 1, why);
+            pl__llm_gave_up(a, "%s", i + 1, why);
             break;
         }
-        sleep_ms(pause);
+        pl__llm_sleep_ms(pause);
     }
     free(url);
     free(wire);
@@ -618,217 +603,6 @@ static int http_exchange(attempt *a, unsigned *attempts, const pl__llm *m,
 }
 
 #endif /* PL_WITH_CURL */
-
-/* ------------------------------------------------------------------------ */
-/* The scripted model                                                       */
-/* ------------------------------------------------------------------------ */
-
-/* The script at @p path, a regular file (a device or a FIFO could be read
- * for ever, or wait for a writer). */
-static int read_file(char **out, size_t *len, const char *path)
-{
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
-                       strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return pl__err(PL_EIO,
-                       "scripted model: '%s' is not a regular file: a script "
-                       "is a JSON file",
-                       path);
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    pl__buf b = {0};
-    char chunk[4096];
-    size_t n;
-    int st = PL_OK;
-    while (!st && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        st = pl__buf_append(&b, chunk, n);
-    if (!st && ferror(f))
-        st = pl__err(PL_EIO, "scripted model: cannot read '%s'", path);
-    fclose(f);
-    if (!st)
-        st = pl__buf_append(&b, "", 1);
-    if (st) {
-        pl__buf_free(&b);
-        return st;
-    }
-    *out = (char *)b.data;
-    *len = b.len - 1;
-    return PL_OK;
-}
-
-static int count_served(const char *script, long pos)
-{
-    char *path = pl__asprintf("%s.served", script);
-    if (!path)
-        return pl__err(PL_ENOMEM, "out of memory");
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int st = PL_OK;
-    if (fd < 0)
-        st = pl__err(PL_EIO, "scripted model: cannot open '%s': %s", path,
-                     strerror(errno));
-    else {
-        char line[32];
-        int n = snprintf(line, sizeof line, "%ld\n", pos);
-        if (write(fd, line, (size_t)n) != n)
-            st = pl__err(PL_EIO, "scripted model: cannot write '%s'", path);
-        close(fd);
-    }
-    free(path);
-    return st;
-}
-
-/* A script's response as a normalised answer. */
-static int scripted_answer(attempt *a, const cJSON *r, size_t body_len)
-{
-    cJSON *ans = cJSON_CreateObject();
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(r, "text");
-    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r, "tool_calls");
-    bool ok = ans != NULL;
-    if (ok && text)
-        ok = cJSON_AddItemToObjectCS(ans, "text", cJSON_Duplicate(text, 1));
-    if (ok)
-        ok = cJSON_AddItemToObjectCS(ans, "tool_calls",
-                                     calls ? cJSON_Duplicate(calls, 1)
-                                           : cJSON_CreateArray());
-    if (!ok) {
-        cJSON_Delete(ans);
-        return pl__err(PL_ENOMEM, "out of memory");
-    }
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usage");
-    const cJSON *ui = cJSON_GetObjectItemCaseSensitive(u, "input");
-    const cJSON *uo = cJSON_GetObjectItemCaseSensitive(u, "output");
-    char *t = cJSON_PrintUnformatted(ans);
-    /* a count of tokens, as the providers' is read (response.c), else
-     * the default */
-    a->in_tokens = cJSON_IsNumber(ui) && ui->valuedouble >= 0 &&
-                           ui->valuedouble <= 1e15
-                       ? (long)ui->valuedouble
-                       : (long)(body_len / 4);
-    a->out_tokens = cJSON_IsNumber(uo) && uo->valuedouble >= 0 &&
-                            uo->valuedouble <= 1e15
-                        ? (long)uo->valuedouble
-                        : (long)(t ? strlen(t) / 4 : 0);
-    free(t);
-    a->status = 200;
-    a->answer = ans;
-    return PL_OK;
-}
-
-/* A streamed scripted answer: the text word by word, each call's
- * arguments in pieces of 8 bytes, @p delay_ms before each piece. */
-static void scripted_stream(pl__llm_deltas *d, const cJSON *answer,
-                            long delay_ms)
-{
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(answer, "text");
-    const char *t = cJSON_IsString(text) ? text->valuestring : "";
-    while (*t) {
-        size_t n = strcspn(t, " \n");
-        n += strspn(t + n, " \n");
-        if (delay_ms > 0)
-            sleep_ms(delay_ms);
-        pl__llm_delta_send(d, PL_LLM_DELTA_TEXT, t, n, NULL, 0, false);
-        t += n;
-    }
-    const cJSON *c;
-    unsigned i = 0;
-    cJSON_ArrayForEach(c,
-                       cJSON_GetObjectItemCaseSensitive(answer, "tool_calls"))
-    {
-        char *printed = NULL;
-        const char *p = pl__llm_args_text(c, &printed);
-        for (size_t left = strlen(p); left;) {
-            size_t n = left < 8 ? left : 8;
-            if (delay_ms > 0)
-                sleep_ms(delay_ms);
-            pl__llm_delta_send(d, PL_LLM_DELTA_TOOL_ARGS, p, n,
-                               pl__llm_call_name(c), i, false);
-            p += n;
-            left -= n;
-        }
-        free(printed);
-        i++;
-    }
-}
-
-static int scripted_exchange(attempt *a, unsigned *attempts, long *pos,
-                             const pl__llm *m, const char *body,
-                             pl__llm_deltas *deltas)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int st = read_file(&text, &len, m->url.model);
-    if (st)
-        return st;
-    cJSON *script = NULL;
-    st = pl_json_parse(&script, text, len);
-    free(text);
-    if (st)
-        return pl__err(st, "scripted model: '%s': %s", m->url.model,
-                       pl_errmsg());
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(script, "responses");
-    if (!cJSON_IsArray(rs)) {
-        cJSON_Delete(script);
-        return pl__err(PL_EJSON,
-                       "scripted model: '%s' is not a JSON object with a "
-                       "\"responses\" array",
-                       m->url.model);
-    }
-    unsigned max = or_default(m->o.max_attempts, DEF_ATTEMPTS);
-    for (unsigned i = 0; !st; i++) {
-        attempt_clear(a);
-        *attempts = i + 1;
-        const cJSON *r = cJSON_GetArrayItem(rs, (int)*pos);
-        if (!cJSON_IsObject(r)) {
-            a->error_code = (char *)PL_ERR_INVALID_INPUT;
-            a->message = pl__asprintf("the scripted model has no response %ld "
-                                      "(the script has %d)",
-                                      *pos, cJSON_GetArraySize(rs));
-            break;
-        }
-        if ((st = count_served(m->url.model, *pos)))
-            break;
-        (*pos)++;
-        const cJSON *status = cJSON_GetObjectItemCaseSensitive(r, "status");
-        if (cJSON_IsNumber(status) && status->valueint != 200) {
-            a->status = status->valueint;
-            a->retryable = retryable_status(a->status);
-            a->error_code = (char *)code_for_status(a->status);
-            a->message = pl__asprintf("HTTP %ld from the scripted model",
-                                      a->status);
-            if (a->retryable && i + 1 < max)
-                continue;
-            if (a->retryable) /* as an HTTP call says it (http_exchange) */
-                gave_up(a, "no attempt was left (max_attempts %u)", i + 1, max);
-            break;
-        }
-        st = scripted_answer(a, r, strlen(body));
-        if (!st && deltas) {
-            const cJSON *dl = cJSON_GetObjectItemCaseSensitive(
-                script, "stream_delay_ms");
-            scripted_stream(deltas, a->answer,
-                            cJSON_IsNumber(dl) && dl->valuedouble > 0 &&
-                                    dl->valuedouble < 10000
-                                ? (long)dl->valuedouble
-                                : 0);
-        }
-        break;
-    }
-    cJSON_Delete(script);
-    return st;
-}
 
 /* ------------------------------------------------------------------------ */
 /* The recorded exchange                                                    */
@@ -846,11 +620,12 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     long pos = script_pos;
 #if PL_WITH_CURL
     int st = m->url.provider == PL__LLM_SCRIPTED
-                 ? scripted_exchange(&a, &attempts, &pos, m, body, deltas)
+                 ? pl__llm_scripted_exchange(&a, &attempts, &pos, m, body,
+                                             deadline_ms, deltas)
                  : http_exchange(&a, &attempts, m, body, deadline_ms, deltas);
 #else /* pl_llm_register() takes scripted:// models alone */
-    (void)deadline_ms;
-    int st = scripted_exchange(&a, &attempts, &pos, m, body, deltas);
+    int st = pl__llm_scripted_exchange(&a, &attempts, &pos, m, body,
+                                       deadline_ms, deltas);
 #endif
     cJSON *v = NULL;
     bool answered = a.answer != NULL;
@@ -883,7 +658,7 @@ int pl__llm_exchange(cJSON **out, const pl__llm *m, const char *body,
     if (!st && m->url.provider == PL__LLM_SCRIPTED &&
         !cJSON_AddNumberToObject(v, "script_next", (double)pos))
         st = pl__err(PL_ENOMEM, "out of memory");
-    attempt_clear(&a);
+    pl__llm_attempt_clear(&a);
     if (st) {
         cJSON_Delete(v);
         return st;

@@ -100,7 +100,14 @@ int pl__mcp_ensure(pl_mcp *m, int64_t deadline, char *why, size_t n)
         return t;
     }
     m->up = true; /* before: a 404 of the notification says it is not */
-    pl__mcp_notify(m, "notifications/initialized", NULL);
+    char said[200];
+    t = pl__mcp_notify(m, "notifications/initialized", NULL, said, sizeof said);
+    if (t != T_OK && t != T_EXPIRED) {
+        /* a server that did not take it is not ready for requests */
+        snprintf(why, n, "notifications/initialized: %s", said);
+        pl__mcp_stop(m);
+        return t;
+    }
     if (m->list) /* started again: it may be another version of itself */
         m->list_changed = true;
     return T_OK;
@@ -587,6 +594,22 @@ static int check_options(const pl_mcp_options *o)
     return PL_OK;
 }
 
+/* Whether @p reg holds tools of a server registered as @p name: a second
+ * server under it would have its tools mixed in among the first's (or,
+ * with the same tools, in their place), its list recorded under the same
+ * name. */
+static bool server_named(const pl_registry *reg, const char *name)
+{
+    size_t k = strlen(name);
+    for (size_t i = 0, n = pl_registry_count(reg); i < n; i++) {
+        const pl_policy_def *d = pl_registry_at(reg, i);
+        if (d && d->fn == pl__mcp_call_tool && strncmp(d->name, name, k) == 0 &&
+            d->name[k] == '.')
+            return true;
+    }
+    return false;
+}
+
 int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                     const char *spec, const pl_mcp_options *opts)
 {
@@ -609,6 +632,11 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                        "MCP server name '%.80s': 1..%d bytes, no "
                        "dot or control character",
                        name ? name : "(null)", MAX_PREFIX);
+    if (server_named(reg, name)) /* before the server is started */
+        return pl__err(PL_EEXIST,
+                       "MCP server %s: the tools of a server of that name "
+                       "are registered",
+                       name);
     pl_mcp *m = handle_new();
     if (!m)
         return PL_ENOMEM;

@@ -116,8 +116,11 @@ PL__HIDDEN void pl__mcp_stop(pl_mcp *m);
 /* Start the stdio server.  T_OK, or T_DEAD with @p why set. */
 PL__HIDDEN int pl__mcp_spawn(pl_mcp *m, char *why, size_t n);
 
-/* Send the notification @p method with @p params (taken). */
-PL__HIDDEN void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params);
+/* Send the notification @p method with @p params (taken) over the
+ * handle's transport: T_OK, or the T_ code of its failure with @p why set
+ * (T_EXPIRED: the session ended, the next request begins a new one). */
+PL__HIDDEN int pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params,
+                              char *why, size_t n);
 
 /*
  * Send the request @p method with @p params (taken) and read its answer:

@@ -498,29 +498,37 @@ void pl__mcp_drain(pl_mcp *m)
     }
 }
 
-void pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params)
+int pl__mcp_notify(pl_mcp *m, const char *method, cJSON *params, char *why,
+                   size_t n)
 {
     bool ok = message_text(m, method, params ? tree_params : NULL, params, 0);
     cJSON_Delete(params);
-    char why[128];
+    if (!ok) {
+        snprintf(why, n, "out of memory");
+        return T_NOMEM;
+    }
+    if (!m->http)
+        return send_text(m, pl__mcp_mono_ms() + 1000, why, n);
+    /* over HTTP the notification is a POST of its own, whatever the last
+     * one came to: there is no stdio pipe to fall back on */
     cJSON *none = NULL;
+    int t = pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
+                              m->version, 1000, &none, why, n);
+    cJSON_Delete(none);
     /* a notification's 404 ends the session too: the next request
      * begins a new one */
-    if (ok && m->http &&
-        pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, 0,
-                          m->version, 1000, &none, why,
-                          sizeof why) == T_EXPIRED)
+    if (t == T_EXPIRED)
         m->up = false;
-    else if (ok)
-        send_text(m, pl__mcp_mono_ms() + 1000, why, sizeof why);
-    cJSON_Delete(none);
+    return t;
 }
 
 /*
  * Send the request @p method with @p params (taken) and read its answer:
  * *result (the "result" member) or *error (the "error" member), one of
- * them set on T_OK; caller frees.  A timeout sends notifications/cancelled;
- * a dead server or a message too long stops the server.
+ * them set on T_OK; caller frees.  A timeout sends notifications/cancelled
+ * for a request the server may have read (over HTTP, one sent in the
+ * session that lives; never initialize); a dead server or a message too
+ * long stops the server.
  */
 int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
                 cJSON **result, cJSON **error, char *why, size_t n)
@@ -529,6 +537,18 @@ int pl__mcp_rpc(pl_mcp *m, const char *method, cJSON *params, int64_t deadline,
                              deadline, result, error, why, n);
     cJSON_Delete(params);
     return t;
+}
+
+/* POST m->out, the request @p id, with what is left before @p deadline;
+ * *sent: whether the server may have read it (pl__mcp_http_post() sends
+ * nothing once the deadline has passed). */
+static int post_request(pl_mcp *m, int64_t id, int64_t deadline, cJSON **in,
+                        bool *sent, char *why, size_t n)
+{
+    int64_t left = deadline - pl__mcp_mono_ms();
+    *sent = left > 0;
+    return pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len, id,
+                             m->version, left, in, why, n);
 }
 
 int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
@@ -541,26 +561,26 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
     int64_t id = ++m->next_id;
     if (!message_text(m, method, params, user, id))
         return T_NOMEM;
+    /* whether the server may have read request id: a timeout cancels
+     * only such a request */
+    bool sent = true;
     int t;
     if (m->http) {
         cJSON *in = NULL;
-        t = pl__mcp_http_post(m->http, (const char *)m->out.data, m->out.len,
-                              id, m->version, deadline - pl__mcp_mono_ms(), &in,
-                              why, n);
+        t = post_request(m, id, deadline, &in, &sent, why, n);
         if (t == T_EXPIRED && strcmp(method, "initialize") != 0) {
             /* the session ended, the request unread: a new session (the
-             * spec's way), and the request sent once more in it */
+             * spec's way), and the request sent once more in it; until
+             * it is, the new session has seen none */
             m->up = false;
+            sent = false;
             t = pl__mcp_ensure(m, deadline, why, n);
             if (t == T_OK) {
                 id = ++m->next_id;
                 t = message_text(m, method, params, user, id) ? T_OK : T_NOMEM;
             }
             if (t == T_OK)
-                t = pl__mcp_http_post(m->http, (const char *)m->out.data,
-                                      m->out.len, id, m->version,
-                                      deadline - pl__mcp_mono_ms(), &in, why,
-                                      n);
+                t = post_request(m, id, deadline, &in, &sent, why, n);
         }
         m->retry_after_ms = pl__mcp_http_retry_after(m->http);
         if (pl__mcp_http_list_changed(m->http))
@@ -605,13 +625,22 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
         }
         cJSON_Delete(in);
     }
-    if (t == T_TIMEOUT && (m->http || m->wfd >= 0)) {
+    /* initialize is never cancelled (the spec forbids it) */
+    if (t == T_TIMEOUT && sent && (m->http || m->wfd >= 0) &&
+        strcmp(method, "initialize") != 0) {
         cJSON *p = cJSON_CreateObject();
         if (p) {
             cJSON_AddNumberToObject(p, "requestId", (double)id);
             cJSON_AddStringToObject(p, "reason", "timeout");
         }
-        pl__mcp_notify(m, "notifications/cancelled", p);
+        char said[160];
+        int c = pl__mcp_notify(m, "notifications/cancelled", p, said,
+                               sizeof said);
+        size_t k = strlen(why);
+        /* a session that ended (404) dropped the request with it */
+        if (c != T_OK && c != T_EXPIRED && k < n)
+            snprintf(why + k, n - k,
+                     " (notifications/cancelled was not taken: %s)", said);
     } else if (t == T_DEAD || t == T_TOOBIG || t == T_BAD || t == T_EXPIRED) {
         pl__mcp_stop(m); /* HTTP: a new session at the next call */
     }
