@@ -55,7 +55,9 @@ typedef struct pl_trace pl_trace;
 /**
  * Open a trace file for appending (created if missing).  A FIFO is taken
  * when a process reads it (a line then waits for that reader); one no
- * process reads is refused at once, never waited on.
+ * process reads is refused at once, never waited on.  A reader that goes
+ * away costs the lines after it (counted, as any line not written), never
+ * the process: no SIGPIPE reaches the program for them.
  * @param[out] out caller owns; close with pl_trace_close() after the last
  *             engine using it has closed.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it, or a
