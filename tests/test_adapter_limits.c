@@ -731,6 +731,36 @@ Test(trace, a_fifo_no_one_reads_is_refused_not_waited_on, .timeout = 60,
     cJSON_Delete(l);
 }
 
+/* A FIFO whose reader went away: the lines after it are counted as not
+ * written, and pl_trace_close() says so; the process is not ended by
+ * SIGPIPE (a tool with --trace on a `head -n 1` was, mid-run). */
+Test(trace, a_fifo_whose_reader_left_costs_lines_not_the_process, .timeout = 60,
+     .fini = t_cleanup)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/gone.fifo", t_tmpdir());
+    cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+    int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    cr_assert_geq(rd, 0, "%s", strerror(errno));
+    pl_trace *t = NULL;
+    cr_assert_eq(pl_trace_open(&t, path), PL_OK, "%s", pl_errmsg());
+    pl_event ev = {.kind = PL_EVENT_RUN_STARTED,
+                   .run_id = "gone",
+                   .path = "0",
+                   .policy = "caller"};
+    pl_trace_event(&ev, t);
+    close(rd); /* the reader leaves */
+    ev.kind = PL_EVENT_RUN_COMPLETED;
+    pl_trace_event(&ev, t);
+    pl_trace_event(&ev, t);
+    sigset_t pending;
+    cr_assert_eq(sigpending(&pending), 0);
+    cr_expect_not(sigismember(&pending, SIGPIPE), "no SIGPIPE left pending");
+    cr_assert_eq(pl_trace_close(t), PL_EIO);
+    expect_msg("2 trace lines could not be written");
+    expect_msg(strerror(EPIPE));
+}
+
 /* A writer of 250 lines: call ends of run "w<k>", failed and with tokens. */
 static void *trace_writer(void *trace)
 {

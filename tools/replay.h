@@ -183,12 +183,13 @@ typedef struct tool {
     FILE *import_in;      /* --import's, checked and rewound */
     pl_schedule schedule; /* --schedule-put's */
     unsigned n_ok, n_suspended, n_failed, n_diverged, n_skipped;
-    unsigned n_refused;      /* runs the engine refused to execute */
-    int refused_st;          /* the last one's status (report_refused()) */
-    unsigned n_newer;        /* recorded by newer code (PL_ENEWERCODE) */
-    uint64_t prune_older_ms; /* --older-than, read */
-    unsigned prune_statuses; /* --status, read */
-    uint64_t retain_ms;      /* --retain, read */
+    unsigned n_refused;        /* runs the engine refused to execute */
+    int refused_st;            /* the last one's status (report_refused()) */
+    unsigned n_newer;          /* recorded by newer code (PL_ENEWERCODE) */
+    uint64_t prune_older_ms;   /* --older-than, read */
+    unsigned prune_statuses;   /* --status, read */
+    bool prune_archive_failed; /* --archive: a run's export stopped it */
+    uint64_t retain_ms;        /* --retain, read */
     /* --retain-failed, read */
     uint64_t retain_failed_ms;
     /* --check: live runs by version and by code identity; the gate */

@@ -438,7 +438,10 @@ int open_observers(tool *t)
     if (t->opt.otel || (env_url && *env_url) || (env_traces && *env_traces)) {
         pl_otel_options oo = PL_OTEL_OPTIONS_INIT;
         oo.endpoint = t->opt.otel;
-        oo.service_name = getenv("OTEL_SERVICE_NAME") ? NULL : "ledger-replay";
+        /* the tool's name unless the variable names one (set empty, it
+         * names none: pl_otel_open() would fall back to "policyledger") */
+        const char *svc = getenv("OTEL_SERVICE_NAME");
+        oo.service_name = svc && *svc ? NULL : "ledger-replay";
         int st = pl_otel_open(&t->w.otel, &oo);
         if (st) {
             /* name what asked for the exporter: the flag, else the

@@ -290,6 +290,7 @@ static int chosen(const pl_run_info *info, void *user)
             cli_error("cannot archive run %s: %s (%s): it is not deleted, "
                       "and the prune stops",
                       QUOTE(info->id), pl_errmsg(), pl_status_name(st));
+            t->prune_archive_failed = true;
             return st;
         }
     }
@@ -324,7 +325,10 @@ void mode_prune(tool *t)
     po.user = t;
     uint64_t n = 0;
     int st = pl_engine_prune(t->engine, &po, &n);
-    if (st == PL_ECORRUPT) {
+    /* a run whose export failed stopped the prune there, whatever the
+     * status (a damaged ledger's PL_ECORRUPT too), unlike a run record
+     * passed over, which the prune goes past */
+    if (st == PL_ECORRUPT && !t->prune_archive_failed) {
         /* past it: the other runs were chosen (and deleted) all the same */
         cli_error("%s (PL_ECORRUPT): a run whose record cannot be read is "
                   "not deleted (ledger-dump --verify says more); the others "
@@ -335,7 +339,8 @@ void mode_prune(tool *t)
         cli_error("prune stopped: %s (%s); %llu run(s) %s before it",
                   pl_errmsg(), pl_status_name(st), (unsigned long long)n,
                   t->opt.dry_run ? "chosen" : "deleted");
-        worst(t, st == PL_EINVAL ? EXIT_USAGE : EXIT_FAILED);
+        worst(t, st == PL_EINVAL && !t->prune_archive_failed ? EXIT_USAGE
+                                                             : EXIT_FAILED);
     }
     if (!t->opt.json)
         printf("%llu run(s) %s\n", (unsigned long long)n,

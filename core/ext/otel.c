@@ -5,7 +5,8 @@
  * The event path (pl_otel_event, on the thread running the call) does no
  * I/O: it opens a span in a table on CALL_STARTED / RUN_STARTED, and on the
  * matching end moves the finished span into a bounded queue (full: dropped
- * and counted).  The thread wakes when a batch is full, a flush is asked
+ * and counted).  A run's start ends the spans an earlier execution of it
+ * left open ("interrupted": it stopped with no end event).  The thread wakes when a batch is full, a flush is asked
  * for, or flush_interval_ms passed, and POSTs one request per batch (its
  * body: otel_json.c).
  *
@@ -193,31 +194,61 @@ static bool open_take(pl_otel *x, const char *run, const char *path,
     return found;
 }
 
+/* Take an open span of @p run (a call's only, with @p calls_only) into
+ * @p out; false if none is left. */
+static bool open_take_any(pl_otel *x, const char *run, bool calls_only,
+                          pl__otel_span *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&x->open_lock);
+    for (size_t i = x->n_open; i-- > 0;) {
+        if ((x->open[i].is_call || !calls_only) &&
+            !strcmp(x->open[i].run_id, run)) {
+            *out = x->open[i];
+            x->open[i] = x->open[--x->n_open];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&x->open_lock);
+    return found;
+}
+
 /* End every open call span of @p run with the run's outcome. */
 static void end_open_calls(pl_otel *x, const pl_event *ev, const char *outcome,
                            int64_t now)
 {
-    for (;;) {
-        pl__otel_span s;
-        bool found = false;
-        pthread_mutex_lock(&x->open_lock);
-        for (size_t i = x->n_open; i-- > 0;) {
-            if (x->open[i].is_call && !strcmp(x->open[i].run_id, ev->run_id)) {
-                s = x->open[i];
-                x->open[i] = x->open[--x->n_open];
-                found = true;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&x->open_lock);
-        if (!found)
-            return;
+    pl__otel_span s;
+    while (open_take_any(x, ev->run_id, true, &s)) {
         s.end_ns = now;
         s.outcome = outcome;
         s.status = ev->kind == PL_EVENT_RUN_FAILED ||
                            ev->kind == PL_EVENT_LEASE_LOST
                        ? ev->status
                        : 0;
+        enqueue(x, &s);
+    }
+}
+
+/* Why spans end "interrupted" (see end_interrupted()). */
+#define INTERRUPTED_WHY                                                        \
+    "the execution stopped before the run ended, recording nothing (a "        \
+    "failure of the store, say); the run went on from its last durable step"
+
+/*
+ * A run starts an execution while spans of an earlier one are open: that
+ * one stopped with no end event (a store that refused a commit, newer
+ * code's run; runner.c records nothing then) and the run goes on in this
+ * one.  End those spans now, "interrupted", rather than keep them for
+ * good or let this execution's end claim them as its own.
+ */
+static void end_interrupted(pl_otel *x, const char *run, int64_t now)
+{
+    pl__otel_span s;
+    while (open_take_any(x, run, false, &s)) {
+        s.end_ns = now < s.start_ns ? s.start_ns : now;
+        s.outcome = "interrupted";
+        s.detail = strdup(INTERRUPTED_WHY); /* NULL: left out */
         enqueue(x, &s);
     }
 }
@@ -293,6 +324,9 @@ void pl_otel_event(const pl_event *ev, void *user)
     }
     switch (ev->kind) {
     case PL_EVENT_RUN_STARTED:
+        end_interrupted(x, ev->run_id, now);
+        open_add(x, ev, callee, now);
+        break;
     case PL_EVENT_CALL_STARTED: open_add(x, ev, callee, now); break;
     case PL_EVENT_CALL_SERVED:
     case PL_EVENT_CALL_COMPLETED:

@@ -19,7 +19,7 @@
  *                      gen_ai.usage.input_tokens / output_tokens on a
  *                      call whose end event carries a model's tokens
  *   status             {"code": 2, "message": detail} when failed (or
- *                      its lease lost)
+ *                      its lease lost, or its execution interrupted)
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -139,13 +139,15 @@ static cJSON *span_json(const pl__otel_span *s)
              attr_int(attrs, "gen_ai.usage.output_tokens",
                       s->tokens_out > INT64_MAX ? INT64_MAX
                                                 : (int64_t)s->tokens_out);
-    /* a lease lost ends this worker's execution in error: the run goes
-     * on elsewhere, in spans of their own */
-    bool failed = s->outcome && (!strcmp(s->outcome, "failed") ||
-                                 !strcmp(s->outcome, "lease_lost"));
+    /* a lease lost, or an execution interrupted, ends in error: the run
+     * goes on elsewhere or later, in spans of their own */
+    bool error_result = s->outcome && !strcmp(s->outcome, "failed");
+    bool failed = error_result ||
+                  (s->outcome && (!strcmp(s->outcome, "lease_lost") ||
+                                  !strcmp(s->outcome, "interrupted")));
     if (ok && s->status)
         ok = attr_str(attrs, "policyledger.status", pl_status_name(s->status));
-    else if (ok && failed && s->detail && s->is_call)
+    else if (ok && error_result && s->detail && s->is_call)
         ok = attr_str(attrs, "policyledger.error_code", s->detail);
     if (ok) {
         cJSON *st = cJSON_AddObjectToObject(o, "status");

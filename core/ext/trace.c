@@ -20,11 +20,14 @@
  *   tokens       {"input": tokens_in,   call ends whose result carries a
  *                 "output": tokens_out}  model's tokens
  *
- * A mutex keeps lines of concurrent runs whole; each line is flushed.
+ * A mutex keeps lines of concurrent runs whole; each line is flushed.  A
+ * reader gone from a FIFO costs the lines, counted, not the process
+ * (SIGPIPE).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +158,42 @@ static char *line(const pl_event *ev)
     return text;
 }
 
+/*
+ * A FIFO (or pipe) whose reader went away makes a write fail with EPIPE
+ * and raises SIGPIPE, whose default ends the process: a trace must cost
+ * a line, never the program.  The calling thread blocks SIGPIPE around its
+ * writes, and takes back the one a failed write raised (unless one was
+ * pending already, which stays for the program).
+ */
+typedef struct pipe_guard {
+    sigset_t old;
+    bool was_pending;
+} pipe_guard;
+
+static void pipe_guard_begin(pipe_guard *g)
+{
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &g->old);
+    g->was_pending = !sigpending(&pending) && sigismember(&pending, SIGPIPE);
+}
+
+/* @p e: the errno of the writes (kept for the caller). */
+static void pipe_guard_end(const pipe_guard *g, int e)
+{
+    if (e == EPIPE && !g->was_pending) {
+        sigset_t pipe;
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+    errno = e;
+}
+
 void pl_trace_event(const pl_event *ev, void *user)
 {
     pl_trace *t = user;
@@ -162,9 +201,12 @@ void pl_trace_event(const pl_event *ev, void *user)
         return;
     char *text = line(ev);
     pthread_mutex_lock(&t->lock);
+    pipe_guard g;
+    pipe_guard_begin(&g);
     errno = 0;
     bool ok = text && fputs(text, t->f) >= 0 && fputc('\n', t->f) != EOF &&
               fflush(t->f) == 0;
+    pipe_guard_end(&g, errno);
     if (!ok && t->failed++ == 0)
         t->first_errno = text ? errno : ENOMEM;
     pthread_mutex_unlock(&t->lock);
@@ -176,7 +218,11 @@ int pl_trace_close(pl_trace *t)
     if (!t)
         return PL_OK;
     int st = PL_OK;
+    pipe_guard g;
+    pipe_guard_begin(&g);
+    errno = 0;
     int closed = fclose(t->f);
+    pipe_guard_end(&g, errno);
     if (t->failed)
         st = pl_errorf(PL_EIO,
                        "pl_trace_close: %lu trace lines could not "

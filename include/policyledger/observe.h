@@ -55,7 +55,9 @@ typedef struct pl_trace pl_trace;
 /**
  * Open a trace file for appending (created if missing).  A FIFO is taken
  * when a process reads it (a line then waits for that reader); one no
- * process reads is refused at once, never waited on.
+ * process reads is refused at once, never waited on.  A reader that goes
+ * away costs the lines after it (counted, as any line not written), never
+ * the process: no SIGPIPE reaches the program for them.
  * @param[out] out caller owns; close with pl_trace_close() after the last
  *             engine using it has closed.
  * @return PL_OK; PL_EINVAL (NULL argument); PL_EIO (cannot open it, or a
@@ -98,13 +100,18 @@ int pl_trace_close(pl_trace *trace);
  * recorded it.  Attributes (all spans): policyledger.run_id,
  * policyledger.path, policyledger.policy, policyledger.outcome
  * ("completed", "failed", "served", "suspended", "lease_lost": this
- * worker stalled past its lease, PL_EVENT_LEASE_LOST); calls add
+ * worker stalled past its lease, PL_EVENT_LEASE_LOST; "interrupted": see
+ * below); calls add
  * policyledger.step (the action_call's position in the caller) and
  * policyledger.served (true for a served call); a failure adds
  * policyledger.status (the pl_status name) or policyledger.error_code (an
  * error result's code) and the span's status is ERROR with the detail as
  * its message (a lease lost too).  Spans still open when a run suspends,
- * fails or loses its lease end with it.
+ * fails or loses its lease end with it.  An execution that stops with no
+ * end event (a store that refuses a commit: the run stays as it was, and
+ * its caller gets the store's status) leaves its spans open until the
+ * run's next execution starts on this exporter, which ends them
+ * "interrupted", status ERROR; never sent, if none does.
  * An executed call whose end event carries a model's tokens (an LLM
  * policy's result: pl_event.tokens_in / tokens_out) adds
  * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.

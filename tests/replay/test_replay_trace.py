@@ -235,9 +235,11 @@ def case_trace_to_stderr_and_otel_from_env():
     rx = Receiver(tmp, {"status": 200, "body": {}})
     try:
         run_id = crash_demo(tmp, 3)
+        # an OTEL_SERVICE_NAME set empty names no service: the tool's
         p = replay(tmp, "--run", run_id, "--trace", "-",
                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url,
-                        "OTEL_EXPORTER_OTLP_HEADERS": "x-team=orders"})
+                        "OTEL_EXPORTER_OTLP_HEADERS": "x-team=orders",
+                        "OTEL_SERVICE_NAME": ""})
         lines = [json.loads(l) for l in p.stderr.splitlines()
                  if l.startswith("{")]
         check(lines and lines[-1]["event"] == "run_completed"

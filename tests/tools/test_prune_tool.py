@@ -131,6 +131,31 @@ class Prune(unittest.TestCase):
         self.assertIn("1 run(s) deleted before it", err)
         self.assertEqual(self.runs(), ["order-A-2", "order-A-3"])
 
+    def test_a_damaged_ledger_stops_an_archiving_prune(self):
+        # order-A-2's tracking number changed in its steps: its export is
+        # not verified, so the prune stops there (exit 5), order-A-3 kept;
+        # not a run record passed over, with the others pruned (exit 2)
+        with open(self.store, "rb") as f:
+            raw = bytearray(f.read())
+        at = raw.find(b"TRK-A-2")
+        self.assertGreaterEqual(at, 0)
+        while at >= 0:  # stale copies on free pages too
+            raw[at + 4] ^= 0x01
+            at = raw.find(b"TRK-A-2", at + 1)
+        with open(self.store, "wb") as f:
+            f.write(raw)
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--archive", self.arch)
+        self.assertEqual(rc, 5, out + err)
+        self.assertIn('cannot archive run "order-A-2"', err)
+        self.assertIn("1 run(s) deleted before it", err)
+        self.assertNotIn("the others were pruned", err)
+        self.assertEqual(self.runs(), ["order-A-2", "order-A-3"])
+        rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
+                           "0s", "--archive", self.arch, "--json")
+        self.assertEqual(rc, 5, out + err)
+        self.assertEqual(json.loads(out)["exit"], 5)
+
     def test_an_archive_of_another_run_is_never_replaced(self):
         # another store's run under the same id (or this store's, its id
         # reused once its tombstone expired), archived to the same place:
