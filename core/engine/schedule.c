@@ -189,13 +189,6 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
     /* a schedule put again keeps the run it started last (overlap) */
     st = pl__store_scheds(e->store, &all);
     ptrdiff_t at = st ? -1 : find(&all, s.name);
-    /* more would read as a damaged store: no schedule would list, fire or
-     * be deleted again */
-    if (!st && at < 0 && all.n >= PL__SCHED_MAX)
-        st = pl__err(PL_ELIMIT,
-                     "schedule '%s': the store holds %d schedules, the most "
-                     "it keeps: delete one first",
-                     s.name, PL__SCHED_MAX);
     pl__sched_rec old;
     bool had = at >= 0 &&
                !pl__sched_rec_decode(&old, s.name, pl__kvs_val(&all, at),
@@ -206,6 +199,10 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
         st = pl__sched_rec_encode(&rec, s.name, &r);
     if (had)
         pl__sched_rec_clear(&old);
+    /* a new schedule past PL__SCHED_MAX, which would read as a damaged
+     * store (no schedule would list, fire or be deleted again), is refused
+     * by the store, counted in the transaction that writes it: puts of
+     * processes at once are counted one after the other */
     if (!st)
         st = write_rec(e, s.name, &rec, NULL);
     pl__kvs_free(&all);

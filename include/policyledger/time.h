@@ -490,8 +490,9 @@ typedef struct pl_schedule {
  *         over 64 KiB, or one pl_run_submit() would refuse each tick's run:
  *         nested deeper than PL_MAX_JSON_DEPTH, over the engine's
  *         max_payload; a new schedule in a store that holds 4096, the most
- *         it keeps: delete one first); PL_ESTATE (a read-only engine); the
- *         store's errors; PL_ENOMEM.
+ *         it keeps: delete one first, counted in the transaction that
+ *         writes it, so that puts of processes at once never pass it);
+ *         PL_ESTATE (a read-only engine); the store's errors; PL_ENOMEM.
  */
 int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
 
