@@ -654,19 +654,33 @@ static void keep_id(const char *id, void *user)
     w->ids[w->n++] = copy;
 }
 
-int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed)
+int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed,
+                       char *failed_run)
 {
     woken w = {0};
+    if (failed_run)
+        *failed_run = '\0';
     int st = pl__schedule_fire(e, pl__now_us() / 1000, keep_id, &w, NULL,
                                next_ms, failed);
     for (size_t i = 0; i < w.n; i++) {
         pl_outcome *o = NULL;
         int one = pl_run_continue(&o, e, w.ids[i], NULL);
         pl_outcome_free(o);
-        /* taken by a worker meanwhile, or a failure the run records: the
-         * run is in the store either way */
-        if (one && !st && one != PL_EBUSY)
-            st = one;
+        /* taken by a worker meanwhile: it goes on there (a failure the
+         * run records is an outcome, PL_OK).  Else the run its tick
+         * started could not be executed here (cancelled meanwhile, say):
+         * a failure of its schedule, named as a failed firing is, the run
+         * too; its schedule's name is the id's up to its '@' (tick_id()) */
+        if (one && !st && one != PL_EBUSY) {
+            char msg[PL__ERRMSG_MAX];
+            int n = (int)strcspn(w.ids[i], "@");
+            pl__errmsg_save(msg);
+            st = pl__err(one, "schedule '%.*s': %s", n, w.ids[i], msg);
+            if (failed)
+                snprintf(failed, PL_MAX_NAME + 1, "%.*s", n, w.ids[i]);
+            if (failed_run)
+                snprintf(failed_run, PL_MAX_RUN_ID + 1, "%s", w.ids[i]);
+        }
         free(w.ids[i]);
     }
     free(w.ids);
