@@ -266,15 +266,18 @@ PL__HIDDEN int pl__commit(pl_engine *e, pl__batch *b) PL__MUST_CHECK;
  * the runs it starts, here; *next_ms the next tick (0: none).  On a
  * schedule's failure, @p failed (PL_MAX_NAME + 1 bytes, or NULL) gets the
  * name of the first schedule that failed ("" when none did, or the store
- * failed before any).
+ * failed before any); for pl_engine_wake()'s part, when that failure is a
+ * run its tick started that could not be executed here (cancelled
+ * meanwhile, say), @p failed_run (PL_MAX_RUN_ID + 1 bytes, or NULL) gets
+ * the run's id ("" otherwise).
  */
 typedef void (*pl__schedule_run_fn)(const char *run_id, void *user);
 PL__HIDDEN int pl__schedule_fire(pl_engine *e, int64_t now_ms,
                                  pl__schedule_run_fn fn, void *user,
                                  size_t *started, int64_t *next_ms,
                                  char *failed) PL__MUST_CHECK;
-PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms,
-                                  char *failed) PL__MUST_CHECK;
+PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed,
+                                  char *failed_run) PL__MUST_CHECK;
 /*
  * pl_run_submit() whose creation writes schedule @p sched_name's record
  * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a
@@ -477,9 +480,11 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
 
 /* An event of the engine's, not of a run's: the store lost or back
  * (worker.c), schedule @p schedule ("" or NULL: not known) failed to fire
- * (PL_EVENT_SCHEDULE_FAILED, from pl_worker_run() and pl_engine_wake()). */
+ * (PL_EVENT_SCHEDULE_FAILED, from pl_worker_run() and pl_engine_wake()),
+ * or its tick's run @p run_id ("" or NULL: none) could not be executed. */
 PL__HIDDEN void pl__emit_engine(pl_engine *e, pl_event_kind kind, int status,
-                                const char *detail, const char *schedule);
+                                const char *detail, const char *schedule,
+                                const char *run_id);
 PL__HIDDEN void pl__emit(pl__run *r, pl_event_kind kind, const char *path,
                          uint32_t seq, const char *policy, pl_step_type type,
                          int status, uint64_t elapsed_ns, const char *detail);

@@ -554,9 +554,16 @@ PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
  * a run (create_id) writes its schedule whether or not the id is taken: a
  * tick's run and the cursor moved past it are one transaction, and a tick
  * another process fired first is handled all the same (docs/design.md
- * §14.1).
+ * §14.1).  A put of a new schedule (no sched_expect) counts them in that
+ * transaction too: past PL__SCHED_MAX the commit fails (below).
  */
 #define PL__SCHED_MAX 4096 /* schedules a store holds at most */
+/* A commit's put of a new schedule (sched_rec, no sched_expect) counts
+ * them in its transaction: past PL__SCHED_MAX the commit fails,
+ * PL_ELIMIT, this message naming the schedule (%s) and the most (%d). */
+#define PL__SCHED_FULL_MSG                                                     \
+    "schedule '%s': the store holds %d schedules, the most it keeps: delete "  \
+    "one first"
 
 /* Every schedule, in name order: keys are names, values records. */
 PL__HIDDEN int pl__store_scheds(pl__store *s, pl__kvs *out) PL__MUST_CHECK;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static atomic_int outer_runs;
 static int fork_inside_status; /* what pl_run_fork said from inside a run */
@@ -101,13 +102,15 @@ typedef struct fixture {
     pl_engine *e;
     uint8_t head[PL_HASH_LEN];
     uint64_t steps;
+    char path[4200]; /* the store's */
 } fixture;
 
 /* A completed run "old" of outer. */
 static void setup_old(fixture *f)
 {
     f->reg = registry();
-    f->e = t_engine(t_store_path(), f->reg, PL_DURABILITY_PROCESS);
+    snprintf(f->path, sizeof f->path, "%s", t_store_path());
+    f->e = t_engine(f->path, f->reg, PL_DURABILITY_PROCESS);
     pl_outcome *o = t_start(f->e, "outer", "{}", "old");
     cr_assert_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
@@ -355,4 +358,56 @@ Test(fork, a_suspended_run_forks_into_a_run_that_asks_again)
     pl_engine_close(e);
     pl_registry_free(reg);
     t_cleanup();
+}
+
+/* The worker's thread: pl_worker_run() until pl_worker_stop(). */
+static void *work(void *e)
+{
+    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
+    wo.poll_ms = 10;
+    return (void *)(intptr_t)pl_worker_run(e, &wo);
+}
+
+/* A fork made where its root policy is not registered (a tool run without
+ * the plugin) is left to a process that has it: a worker there takes it,
+ * as it takes a run whose owner is gone, and it completes, its forked
+ * prefix served from the ledger.  Made without a lease, it was a run no
+ * worker ever took: only a pl_run_continue() naming it went on with it. */
+Test(fork, a_fork_made_without_its_policy_is_taken_by_a_worker_with_it)
+{
+    fixture f;
+    setup_old(&f);
+    pl_engine_close(f.e);
+    pl_registry *bare = t_registry(); /* no "outer" */
+    pl_engine *e = t_engine(f.path, bare, PL_DURABILITY_PROCESS);
+    char *id = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "old", "0:2", "new"), PL_OK, "%s",
+                 pl_errmsg());
+    free(id);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "new", NULL), PL_ENOTFOUND, "%s",
+                 pl_errmsg());
+    cr_assert_eq(status_of(e, "new"), PL_RUN_RUNNING);
+    pl_engine_close(e);
+    pl_registry_free(bare);
+    f.e = t_engine(f.path, f.reg, PL_DURABILITY_PROCESS);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, work, f.e), 0);
+    /* a bound, not a timing: the worker takes it at its first look */
+    for (int i = 0; i < 6000 && status_of(f.e, "new") != PL_RUN_COMPLETED; i++)
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    pl_worker_stop(f.e);
+    void *wst = NULL;
+    pthread_join(th, &wst);
+    cr_expect_eq((intptr_t)wst, PL_OK);
+    cr_assert_eq(status_of(f.e, "new"), PL_RUN_COMPLETED, "%s",
+                 pl_run_status_name(status_of(f.e, "new")));
+    /* chain served (not run again), echo and outer run once more */
+    cr_assert_eq(t_calls.chain, 1);
+    cr_assert_eq(t_calls.echo, 2);
+    cr_assert_eq(outer_runs, 2); /* old, then new */
+    cr_assert_eq(ledger_len(f.e, "new", "0"), 5);
+    cr_assert_eq(pl_run_verify(f.e, "new"), PL_OK, "%s", pl_errmsg());
+    old_untouched(&f);
+    teardown(&f);
 }

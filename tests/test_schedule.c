@@ -818,3 +818,75 @@ Test(schedule, a_failing_schedule_leaves_engine_wake_to_wake_the_runs)
     cr_expect_gt(next, 0, "the next tick is said");
     s_close(e);
 }
+
+/* "cancel_next": the first of a wake's tick runs cancels the next one, as
+ * another process would between the ticks' firing and that run's turn. */
+static char next_id[PL_MAX_RUN_ID + 1];
+static int find_next(const pl_run_info *ri, void *user)
+{
+    (void)user;
+    if (strncmp(ri->id, "c@", 2) == 0 && ri->status == PL_RUN_SUBMITTED)
+        snprintf(next_id, sizeof next_id, "%s", ri->id);
+    return 0;
+}
+
+static int cancel_next(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    pl_engine *e = pl_ctx_engine(ctx);
+    int st = *next_id ? PL_OK : pl_engine_runs(e, find_next, NULL);
+    if (!st && *next_id)
+        st = pl_run_cancel(e, next_id, "cancelled before its turn");
+    return st ? st : pl_steps_add_resultf(out, "{}");
+}
+
+static char failed_sched[64], failed_run[PL_MAX_RUN_ID + 1], failed_why[512];
+static void on_failed(const pl_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind != PL_EVENT_SCHEDULE_FAILED || *failed_why)
+        return;
+    snprintf(failed_sched, sizeof failed_sched, "%s",
+             ev->schedule ? ev->schedule : "(null)");
+    snprintf(failed_run, sizeof failed_run, "%s",
+             ev->run_id ? ev->run_id : "(null)");
+    snprintf(failed_why, sizeof failed_why, "%s", ev->detail);
+}
+
+/* A tick's run that pl_engine_wake() cannot execute after firing it (it
+ * was cancelled meanwhile) is a failure of its schedule: the event names
+ * the schedule and the run, as a failed firing names its schedule. */
+Test(schedule, a_ticks_run_wake_cannot_execute_names_its_schedule)
+{
+    s_reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(s_reg, "cancel_next", cancel_next, NULL),
+                 PL_OK);
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.on_event = on_failed;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), s_reg, &o), PL_OK, "%s",
+                 pl_errmsg());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = "c";
+    s.cron = "* * * * *";
+    s.policy = "cancel_next";
+    s.catch_up = PL_CATCH_UP_ALL;
+    s.catch_up_max = 2;
+    s.overlap = PL_OVERLAP_ALLOW;
+    s.start_ms = (int64_t)now.tv_sec * 1000 - 5 * MIN_MS;
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    int64_t next = 0;
+    cr_expect_eq(pl_engine_wake(e, &next), PL_ESTATE, "%s", pl_errmsg());
+    cr_assert_neq(*next_id, '\0', "the second tick's run was cancelled");
+    cr_expect_eq(status_of(e, next_id), PL_RUN_CANCELLED);
+    cr_expect_str_eq(failed_sched, "c");
+    cr_expect_str_eq(failed_run, next_id);
+    char want[PL_MAX_RUN_ID + 64];
+    snprintf(want, sizeof want, "schedule 'c': run '%s' is cancelled", next_id);
+    cr_expect(strncmp(failed_why, want, strlen(want)) == 0, "'%s'", failed_why);
+    cr_expect_gt(next, 0, "the next tick is said");
+    s_close(e);
+}

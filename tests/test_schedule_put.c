@@ -2,12 +2,17 @@
  * test_schedule_put.c -- what pl_schedule_put() refuses so that no fire of
  * the schedule could fail for it afterwards (core/engine/schedule.c): a
  * payload its ticks' runs could not be submitted with, a schedule past the
- * most a store keeps.  On LMDB, and PostgreSQL as pg_test_schedule_put.
+ * most a store keeps, also when processes put them at once.  On LMDB, and
+ * PostgreSQL as pg_test_schedule_put.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "support.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define MIN_MS 60000LL
 /* 2026-01-01T00:00Z: the ticks of "* * * * *" after it are T0 + k min */
@@ -89,42 +94,153 @@ Test(schedule_put, a_payload_no_tick_could_submit_is_refused)
     s_close(e);
 }
 
-/* A store keeps at most 4096 schedules (PL__SCHED_MAX), and reads more as
- * a damaged store: a put past them was taken, and then every list, fire,
- * put and delete failed with PL_ECORRUPT, every schedule stopped firing
- * and none could be deleted to mend it.  The put past them is refused;
- * one that replaces a schedule, or comes after a delete, is taken. */
-Test(schedule_put, a_put_past_the_most_schedules_a_store_keeps_is_refused,
-     .timeout = 300)
+/* What the racing processes saw, in memory they share. */
+typedef struct race {
+    atomic_int ok, limit, other;
+    atomic_int named; /* PL_ELIMIT messages naming their schedule and 4096 */
+    char first_other[256];
+} race;
+
+#define RACERS 4
+#define FILL_PUTS 1040 /* each racer's first round: 4160 in all, 64 past */
+#define ROUNDS 3       /* then: 32 deleted, 64 put at once, again */
+#define FREED 32
+
+/* Racer @p k of round @p round: waits on @p go, then puts @p n new
+ * schedules through an engine of its own, and counts what each put
+ * said. */
+static void racer(const char *path, int round, int k, int n, int go, race *r)
 {
-    t_lmdb_only("4096 puts, each reading every schedule: the check is the "
-                "engine's, the same on either store");
-    s_reg = t_registry();
-    pl_engine *e = t_engine(t_store_path(), s_reg, PL_DURABILITY_PROCESS);
+    char byte;
+    if (read(go, &byte, 1) < 0) {
+        /* closed by the parent: start */
+    }
+    pl_registry *reg = NULL;
+    pl_engine *e = NULL;
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    if (pl_registry_new(&reg) || pl_engine_open(&e, path, reg, &o)) {
+        atomic_fetch_add(&r->other, n);
+        _exit(1);
+    }
     pl_schedule s = PL_SCHEDULE_INIT;
     s.cron = "0 0 1 1 *";
     s.policy = "echo";
-    char name[32];
-    for (int i = 0; i < 4096; i++) {
-        snprintf(name, sizeof name, "s%04d", i);
+    char name[32], want[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "r%d-p%d-%04d", round, k, i);
         s.name = name;
-        cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s: %s", name,
-                     pl_errmsg());
+        int st = pl_schedule_put(e, &s);
+        snprintf(want, sizeof want, "schedule '%s': ", name);
+        if (st == PL_OK) {
+            atomic_fetch_add(&r->ok, 1);
+        } else if (st == PL_ELIMIT) {
+            atomic_fetch_add(&r->limit, 1);
+            if (strncmp(pl_errmsg(), want, strlen(want)) == 0 &&
+                strstr(pl_errmsg(), "4096"))
+                atomic_fetch_add(&r->named, 1);
+        } else if (atomic_fetch_add(&r->other, 1) == 0) {
+            snprintf(r->first_other, sizeof r->first_other, "%s: %s (%s)", name,
+                     pl_errmsg(), pl_status_name(st));
+        }
     }
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    _exit(0);
+}
+
+/* RACERS processes, each putting @p n new schedules, all at once. */
+static void race_round(const char *path, int round, int n, race *r)
+{
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t kids[RACERS];
+    for (int k = 0; k < RACERS; k++) {
+        kids[k] = fork();
+        cr_assert_geq(kids[k], 0);
+        if (kids[k] == 0) {
+            close(go[1]);
+            racer(path, round, k, n, go[0], r);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* all start */
+    for (int k = 0; k < RACERS; k++) {
+        int ws = 0;
+        cr_assert_eq(waitpid(kids[k], &ws, 0), kids[k]);
+        cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "racer %d: %#x", k,
+                  ws);
+    }
+}
+
+/* A store keeps at most 4096 schedules (PL__SCHED_MAX), and reads more as
+ * a damaged store: every list, fire, put and delete failed with
+ * PL_ECORRUPT, every schedule stopped firing and none could be deleted to
+ * mend it.  A put past them is refused, also of processes putting at
+ * once: the count is the store's, in the transaction that writes (on
+ * PostgreSQL under a lock, each put counting after the one before has
+ * committed).  Counted outside it, two puts that both read 4095 both
+ * wrote.  The store is filled by the racers, then FREED schedules are
+ * deleted and raced for again; a put that replaces a schedule of a full
+ * store, or comes after a delete, is taken. */
+Test(schedule_put, processes_putting_at_once_stop_at_the_most_a_store_keeps,
+     .timeout = 300)
+{
+    race *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(r, MAP_FAILED);
+    memset(r, 0, sizeof *r);
+    char path[4200], name[32];
+    snprintf(path, sizeof path, "%s", t_store_path());
+    s_reg = t_registry();
+    pl_engine_close(t_engine(path, s_reg, PL_DURABILITY_PROCESS)); /* made */
+    race_round(path, 0, FILL_PUTS, r);
+    for (int round = 1; round <= ROUNDS; round++) {
+        /* no engine open across the fork() of the racers */
+        pl_engine *e = t_engine(path, s_reg, PL_DURABILITY_PROCESS);
+        for (int i = 0; i < FREED; i++) {
+            snprintf(name, sizeof name, "r0-p%d-%04d", i % RACERS,
+                     i / RACERS + (round - 1) * FREED / RACERS);
+            cr_assert_eq(pl_schedule_delete(e, name), PL_OK, "%s: %s", name,
+                         pl_errmsg());
+        }
+        pl_engine_close(e);
+        race_round(path, round, 2 * FREED / RACERS, r);
+    }
+    cr_expect_eq(atomic_load(&r->other), 0, "first: %s", r->first_other);
+    cr_expect_eq(atomic_load(&r->ok), 4096 + ROUNDS * FREED);
+    cr_expect_eq(atomic_load(&r->limit),
+                 RACERS * FILL_PUTS - 4096 + ROUNDS * FREED);
+    cr_expect_eq(atomic_load(&r->named), atomic_load(&r->limit),
+                 "each refusal names its schedule and the most");
+    /* the store reads whole, exactly full */
+    pl_engine *e = t_engine(path, s_reg, PL_DURABILITY_PROCESS);
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, T0), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(cJSON_GetArraySize(list), 4096);
+    char first[32], second[32];
+    snprintf(first, sizeof first, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list,
+                                                                         0),
+                                                      "name")));
+    snprintf(second, sizeof second, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list,
+                                                                         1),
+                                                      "name")));
+    cJSON_Delete(list);
+    cr_expect_eq(pl_schedule_fire(e, T0, NULL, NULL), PL_OK, "%s", pl_errmsg());
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.cron = "0 0 1 1 *";
+    s.policy = "echo";
     s.name = "one-more";
     cr_expect_eq(pl_schedule_put(e, &s), PL_ELIMIT, "%s", pl_errmsg());
     cr_expect(strstr(pl_errmsg(), "4096"), "%s", pl_errmsg());
-    /* the store reads as it was, and goes on */
-    cJSON *list = NULL;
-    cr_assert_eq(pl_schedule_list(&list, e, T0), PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(cJSON_GetArraySize(list), 4096);
-    cJSON_Delete(list);
-    cr_expect_eq(pl_schedule_fire(e, T0, NULL, NULL), PL_OK, "%s", pl_errmsg());
-    s.name = "s0000"; /* replaced: still 4096 */
+    s.name = first; /* replaced: still 4096 */
     s.cron = "0 0 2 1 *";
     cr_expect_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pl_schedule_delete(e, "s0001"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_schedule_delete(e, second), PL_OK, "%s", pl_errmsg());
     s.name = "one-more";
     cr_expect_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
     s_close(e);
+    munmap(r, sizeof *r);
 }

@@ -507,7 +507,8 @@ static pl_event event_of(const pl__run *r, pl_event_kind kind, const char *path,
 }
 
 void pl__emit_engine(pl_engine *e, pl_event_kind kind, int status,
-                     const char *detail, const char *schedule)
+                     const char *detail, const char *schedule,
+                     const char *run_id)
 {
     if (!e->on_event)
         return;
@@ -517,6 +518,7 @@ void pl__emit_engine(pl_engine *e, pl_event_kind kind, int status,
     ev.status = status;
     ev.detail = detail;
     ev.schedule = schedule && *schedule ? schedule : NULL;
+    ev.run_id = run_id && *run_id ? run_id : NULL;
     e->on_event(&ev, e->event_user);
 }
 

@@ -189,13 +189,6 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
     /* a schedule put again keeps the run it started last (overlap) */
     st = pl__store_scheds(e->store, &all);
     ptrdiff_t at = st ? -1 : find(&all, s.name);
-    /* more would read as a damaged store: no schedule would list, fire or
-     * be deleted again */
-    if (!st && at < 0 && all.n >= PL__SCHED_MAX)
-        st = pl__err(PL_ELIMIT,
-                     "schedule '%s': the store holds %d schedules, the most "
-                     "it keeps: delete one first",
-                     s.name, PL__SCHED_MAX);
     pl__sched_rec old;
     bool had = at >= 0 &&
                !pl__sched_rec_decode(&old, s.name, pl__kvs_val(&all, at),
@@ -206,6 +199,10 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
         st = pl__sched_rec_encode(&rec, s.name, &r);
     if (had)
         pl__sched_rec_clear(&old);
+    /* a new schedule past PL__SCHED_MAX, which would read as a damaged
+     * store (no schedule would list, fire or be deleted again), is refused
+     * by the store, counted in the transaction that writes it: puts of
+     * processes at once are counted one after the other */
     if (!st)
         st = write_rec(e, s.name, &rec, NULL);
     pl__kvs_free(&all);
@@ -657,19 +654,33 @@ static void keep_id(const char *id, void *user)
     w->ids[w->n++] = copy;
 }
 
-int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed)
+int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed,
+                       char *failed_run)
 {
     woken w = {0};
+    if (failed_run)
+        *failed_run = '\0';
     int st = pl__schedule_fire(e, pl__now_us() / 1000, keep_id, &w, NULL,
                                next_ms, failed);
     for (size_t i = 0; i < w.n; i++) {
         pl_outcome *o = NULL;
         int one = pl_run_continue(&o, e, w.ids[i], NULL);
         pl_outcome_free(o);
-        /* taken by a worker meanwhile, or a failure the run records: the
-         * run is in the store either way */
-        if (one && !st && one != PL_EBUSY)
-            st = one;
+        /* taken by a worker meanwhile: it goes on there (a failure the
+         * run records is an outcome, PL_OK).  Else the run its tick
+         * started could not be executed here (cancelled meanwhile, say):
+         * a failure of its schedule, named as a failed firing is, the run
+         * too; its schedule's name is the id's up to its '@' (tick_id()) */
+        if (one && !st && one != PL_EBUSY) {
+            char msg[PL__ERRMSG_MAX];
+            int n = (int)strcspn(w.ids[i], "@");
+            pl__errmsg_save(msg);
+            st = pl__err(one, "schedule '%.*s': %s", n, w.ids[i], msg);
+            if (failed)
+                snprintf(failed, PL_MAX_NAME + 1, "%.*s", n, w.ids[i]);
+            if (failed_run)
+                snprintf(failed_run, PL_MAX_RUN_ID + 1, "%s", w.ids[i]);
+        }
         free(w.ids[i]);
     }
     free(w.ids);

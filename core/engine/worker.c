@@ -146,7 +146,7 @@ static void store_lost(worker *w, int st, const pl__lease *cut)
     if (!w->down) {
         w->down = true;
         w->down_ns = pl__mono_ns();
-        pl__emit_engine(w->e, PL_EVENT_STORE_LOST, st, msg, NULL);
+        pl__emit_engine(w->e, PL_EVENT_STORE_LOST, st, msg, NULL, NULL);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -173,7 +173,7 @@ static void store_back(worker *w, back_sign sign)
                  "off are taken back now",
                  (unsigned long long)((pl__mono_ns() - w->down_ns) / 1000000),
                  w->n_retake);
-        pl__emit_engine(w->e, PL_EVENT_STORE_BACK, 0, msg, NULL);
+        pl__emit_engine(w->e, PL_EVENT_STORE_BACK, 0, msg, NULL, NULL);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -245,8 +245,8 @@ static void fire_schedules(worker *w)
     char failed[PL_MAX_NAME + 1];
     int st = pl__schedule_fire(w->e, now, NULL, NULL, NULL, &next, failed);
     if (st)
-        pl__emit_engine(w->e, PL_EVENT_SCHEDULE_FAILED, st, pl_errmsg(),
-                        failed);
+        pl__emit_engine(w->e, PL_EVENT_SCHEDULE_FAILED, st, pl_errmsg(), failed,
+                        NULL);
     int64_t at = now + SCHED_LOOK_MS;
     pthread_mutex_lock(&w->mu);
     w->sched_at_ms = next && next < at ? next : at;

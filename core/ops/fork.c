@@ -18,6 +18,15 @@
  * Continuing it (pl_run_continue()) replays the copied steps and goes on
  * with the code loaded now.
  *
+ * The new run is created with its lease, held here until the run is whole
+ * (the second commit is fenced by it), then handed to the queue: a worker
+ * of any process that has the root policy takes it, as it takes a run
+ * whose owner is gone, also when this process has no such policy and
+ * cannot continue it itself.  Without a lease no worker would ever take
+ * it.  A crash between the commits leaves the lease to run out and the
+ * run `failed`, which a worker's take leaves as it is; a crash after the
+ * second leaves the run to be taken once the lease has run out.
+ *
  * pl_run_upgrade is a fork that replaces its run: it holds the old run's
  * lease from before it reads the run, and its second commit also ends the
  * old run `superseded`, naming the new run ("succ" in its state), whose
@@ -31,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "claim.h"
 #include "internal.h"
 #include "path.h"
 #include "rechain.h"
@@ -327,6 +337,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     create.create_id = new_id;
     create.create_info = &new_info;
+    create.lease_owner = e->worker; /* generation 1, until it is whole */
+    create.lease_us = e->lease_us;
     if ((st = pl__engine_commit(e, &create)))
         goto done;
     if (create.rc) {
@@ -346,6 +358,7 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     fill.run = new_num;
+    fill.gen = 1; /* the new run's lease is still the creation's */
     if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps, NULL,
                            upgrade ? run_id : NULL)))
         goto done;
@@ -367,6 +380,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     }
     if (st)
         goto done;
+    /* to the queue, first in it: a worker with the root policy takes it */
+    pl__run_hand_back(e, new_num, 1, PL__HAND_BACK_US);
     *out_new_id = id_copy;
     id_copy = NULL;
 done:

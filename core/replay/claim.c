@@ -462,12 +462,13 @@ int pl_engine_wake(pl_engine *e, int64_t *next_due_ms)
      * failure, the first, is said as a worker says it (an event naming the
      * schedule), and returned unless waking the runs failed too, whose
      * failure then goes first: a caller tells the two apart */
-    char sched[PL_MAX_NAME + 1];
-    int fault = pl__schedules_wake(e, &tick, sched);
+    char sched[PL_MAX_NAME + 1], sched_run[PL_MAX_RUN_ID + 1];
+    int fault = pl__schedules_wake(e, &tick, sched, sched_run);
     char fault_msg[PL__ERRMSG_MAX];
     if (fault) {
         pl__errmsg_save(fault_msg);
-        pl__emit_engine(e, PL_EVENT_SCHEDULE_FAILED, fault, fault_msg, sched);
+        pl__emit_engine(e, PL_EVENT_SCHEDULE_FAILED, fault, fault_msg, sched,
+                        sched_run);
     }
     bool sched_fault = fault != PL_OK;
     pl__woken *w;

@@ -67,7 +67,12 @@ typedef enum pl_event_kind {
                                        schedules failed (status and detail
                                        say why, schedule names the one
                                        that failed; no run_id); a worker
-                                       tries again a second later */
+                                       tries again a second later.  Also
+                                       pl_engine_wake()'s failure to
+                                       execute a run a tick of it started
+                                       (cancelled meanwhile, say): schedule
+                                       names the schedule, run_id the run,
+                                       detail starts "schedule 'NAME': " */
     PL_EVENT_VERSION = 17,       /**< a pl_ctx_version() point: detail is
                                       the change id, version the version
                                       the run takes; step_type is
@@ -146,9 +151,9 @@ typedef struct pl_event {
     uint64_t tokens_out; /**< likewise, the output tokens */
     int version;         /**< PL_EVENT_VERSION: the version; else 0 */
     const char *schedule; /**< PL_EVENT_SCHEDULE_FAILED: the name of the
-                               schedule whose firing failed (the first of
-                               them), NULL when the store failed before
-                               any; else NULL */
+                               schedule whose firing (or its tick's run)
+                               failed (the first of them), NULL when the
+                               store failed before any; else NULL */
 } pl_event;
 
 /**

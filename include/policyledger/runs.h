@@ -459,7 +459,12 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  * The new run has the old one's root policy, payload, actions and seed, and
  * is left `running` with no owner: continue it with pl_run_continue() (a
  * recovery tool's "finish every run whose owner is gone" finishes it too),
- * and it replays the copied steps and goes on with the code loaded now.  A
+ * and it replays the copied steps and goes on with the code loaded now.
+ * Its lease is handed to the queue: a worker (pl_worker_run()) of any
+ * process that registers its root policy takes it too, as it takes a run
+ * whose owner is gone, so a fork made where the root policy is not
+ * registered (there pl_run_continue() refuses it, PL_ENOTFOUND) is
+ * continued by such a process.  A
  * call at the cut whose `action_call` was copied without a result counts as
  * in flight at a crash: its policy's in-doubt rule applies.
  *
@@ -488,7 +493,8 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * @p run_id with the final status PL_RUN_SUPERSEDED.  The old run's
  * record names its successor (pl_run_info.successor) and the new run's
  * names it (pl_run_info.predecessor).  The new run is left `running` with
- * no owner: continue it with pl_run_continue(), under the new code.
+ * no owner: continue it with pl_run_continue(), under the new code (or
+ * let a worker of the new code take it, as after pl_run_fork()).
  *
  * Side effects: every call the old run recorded at or after the cut ran
  * once already; the new run makes again those that the new code makes

@@ -192,10 +192,14 @@ int pl_run_cancel(pl_engine *engine, const char *run_id, const char *reason);
  * @return PL_OK; PL_ESTATE (a read-only engine); the store's errors
  *         (taking or executing the due runs: some may not be woken);
  *         else the first failure of a schedule (see pl_schedule_fire():
- *         the due runs are woken all the same, and *next_due_ms set),
- *         also told to the engine's on_event as PL_EVENT_SCHEDULE_FAILED
- *         naming the schedule, with this status and pl_errmsg()'s message
- *         as its detail, before any run is woken: a caller tells the two
+ *         the due runs are woken all the same, and *next_due_ms set), or
+ *         of a run its tick started that this call could not execute
+ *         (PL_ESTATE: cancelled after the tick fired; a run another
+ *         worker took meanwhile goes on there, no failure), also told to
+ *         the engine's on_event as PL_EVENT_SCHEDULE_FAILED naming the
+ *         schedule (and that run, as its run_id), with this status and
+ *         pl_errmsg()'s message, "schedule 'NAME': ...", as its detail,
+ *         before any waiting run is woken: a caller tells the two
  *         failures apart by it.
  */
 int pl_engine_wake(pl_engine *engine, int64_t *next_due_ms);
@@ -490,8 +494,9 @@ typedef struct pl_schedule {
  *         over 64 KiB, or one pl_run_submit() would refuse each tick's run:
  *         nested deeper than PL_MAX_JSON_DEPTH, over the engine's
  *         max_payload; a new schedule in a store that holds 4096, the most
- *         it keeps: delete one first); PL_ESTATE (a read-only engine); the
- *         store's errors; PL_ENOMEM.
+ *         it keeps: delete one first, counted in the transaction that
+ *         writes it, so that puts of processes at once never pass it);
+ *         PL_ESTATE (a read-only engine); the store's errors; PL_ENOMEM.
  */
 int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
 

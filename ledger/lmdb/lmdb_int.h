@@ -198,9 +198,9 @@ PL__HIDDEN int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn,
                                    bool create);
 
 /* A commit's schedule write for batch @p bt, in its transaction (an LMDB
- * code). */
+ * code; *st PL_ELIMIT: a new schedule past PL__SCHED_MAX). */
 PL__HIDDEN int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn,
-                                    const pl__batch *bt);
+                                    const pl__batch *bt, int *st);
 
 /* ---- lmdb_delete.c ------------------------------------------------------- */
 

@@ -9,7 +9,9 @@
  *   | the schedule's name  | its record (ledger/codec/schedrec.c)         |
  *
  * A schedule is written by a commit (pl__batch.sched_*), in the commit's
- * one write transaction.
+ * one write transaction; a new one only while the database holds fewer
+ * than PL__SCHED_MAX, counted in that transaction (LMDB's one writer at a
+ * time makes the count and the put one step for every process).
  */
 #include "lmdb_int.h"
 
@@ -27,7 +29,8 @@ int pl__lmdb_sched_open(pl__lmdb_store *s, MDB_txn *txn, bool create)
     return rc;
 }
 
-int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt)
+int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
+                         int *st)
 {
     if (!bt->sched_name)
         return 0;
@@ -36,7 +39,20 @@ int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt)
         int rc = mdb_del(txn, s->schedules, &k, NULL);
         return rc == MDB_NOTFOUND ? 0 : rc;
     }
-    if (bt->sched_expect) {
+    if (!bt->sched_expect) {
+        /* a new schedule past the most a store keeps would make it read
+         * as damaged (pl__lmdb_scheds()) */
+        int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
+        MDB_stat ms;
+        if (rc == MDB_NOTFOUND && !(rc = mdb_stat(txn, s->schedules, &ms)) &&
+            ms.ms_entries >= PL__SCHED_MAX) {
+            *st = pl__err(PL_ELIMIT, PL__SCHED_FULL_MSG, bt->sched_name,
+                          PL__SCHED_MAX);
+            return 0;
+        }
+        if (rc)
+            return rc;
+    } else {
         /* only over the record read: another writer's change stands */
         int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
         if (rc == MDB_NOTFOUND)

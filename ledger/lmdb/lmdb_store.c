@@ -182,7 +182,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                 return rc;
             /* a taken id skips the batch, but for its schedule write,
              * which goes either way (store.h, SCHEDULES) */
-            if (bt->rc && (rc = pl__lmdb_sched_batch(s, txn, bt)))
+            if (bt->rc && ((rc = pl__lmdb_sched_batch(s, txn, bt, st)) || *st))
                 return rc;
             if (bt->rc)
                 continue;
@@ -217,7 +217,7 @@ static int commit_body(pl__lmdb_store *s, MDB_txn *txn, void *user, int *st)
                 return rc;
         }
         if ((rc = put_state(s, txn, bt)) ||
-            (rc = pl__lmdb_sched_batch(s, txn, bt)))
+            (rc = pl__lmdb_sched_batch(s, txn, bt, st)) || *st)
             return rc;
         if (bt->succ_id &&
             ((rc = create_succ(s, txn, bt, has_pf ? &pf : NULL, st)) || *st))

@@ -61,8 +61,9 @@
  * Errors: an existing step key (unique_violation) fails the commit with
  * PL_EBUSY, as on LMDB; a fence that fails (SQLSTATE PLOWN) is PL_EBUSY
  * naming the lease's new holder, and so is an inbox record consumed by
- * another execution first (pg_time.c); anything else is the server's
- * error.
+ * another execution first (pg_time.c); a new schedule past the most a
+ * store keeps (PLSCH, pg_sched.c) is PL_ELIMIT; anything else is the
+ * server's error.
  * After an error the Sync rolls back everything before it: nothing of the
  * commit is durable.  A connection lost before the Sync's answer leaves
  * the outcome unknown to this process (PL_ESTORE says so), never partial.
@@ -533,6 +534,8 @@ static int commit_result(size_t i, PGresult *r, void *user)
     if (kind == SENT_WRITE && pl__pg_unique_violation(r))
         return pl__pg_busy();
     int st = kind == SENT_WRITE ? pl__pg_time_failed(r) : PL_OK;
+    if (!st && kind == SENT_WRITE)
+        st = pl__pg_sched_failed(r);
     /* else a fence, or any error */
     return st ? st : pl__pg_lease_failed(x->s, x->c, r);
 }

@@ -322,8 +322,12 @@ PL__HIDDEN int pl__pg_lease_failed(pl__pg_store *s, PGconn *c,
 
 /* Format schedule statement @p which (Q_SCHED, Q_SCHEDS). */
 PL__HIDDEN int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out);
-/* The setup's part that makes the schedules table if it is not there. */
+/* The setup's part that makes the schedules table if it is not there,
+ * and pl_sched_room(), a put's count under the schedules' lock. */
 PL__HIDDEN char *pl__pg_sched_ddl(const pl__pg_store *s);
+/* The error of a commit's statement @p r as a schedule's refusal
+ * (PL_ELIMIT: a new schedule past PL__SCHED_MAX), or PL_OK. */
+PL__HIDDEN int pl__pg_sched_failed(const PGresult *r);
 /* Send batch @p bt's schedule write (Q_SCHED) in a commit's pipeline. */
 PL__HIDDEN int pl__pg_sched_send(pl__pg_store *s, PGconn *c,
                                  const pl__batch *bt) PL__MUST_CHECK;

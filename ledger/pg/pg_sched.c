@@ -15,11 +15,23 @@
  * puts, deletes, or replaces only over the record the writer read ($4 =
  * 'p', 'd' or 'c'); a replacement that finds another record changes
  * nothing, without an error.
+ *
+ * THE MOST A STORE KEEPS.  A put of a new schedule goes through
+ * pl_sched_room(), which takes the schedules' transaction-scoped advisory
+ * lock and only then counts them: a new one past PL__SCHED_MAX raises
+ * SQLSTATE PLSCH (PL_ELIMIT), rolling the commit back.  Under READ
+ * COMMITTED (the connections' isolation) each query of a plpgsql function
+ * reads a snapshot of its own, taken after the lock is held, so two puts
+ * at once are counted one after the other: the second waits for the
+ * first to commit and counts its schedule too.
  */
 #include "pg_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* SQLSTATE of a new schedule past PL__SCHED_MAX (pl_sched_room()). */
+#define FULL_STATE "PLSCH"
 
 int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -28,11 +40,12 @@ int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
         *out = pl__asprintf(
             "WITH d AS (DELETE FROM \"%s\".schedules WHERE $4::text = 'd' "
             "AND name = $1::text), p AS (INSERT INTO \"%s\".schedules "
-            "(name, rec) SELECT $1::text, $2::bytea WHERE $4::text = 'p' "
+            "(name, rec) SELECT $1::text, $2::bytea WHERE CASE WHEN $4::text "
+            "= 'p' THEN \"%s\".pl_sched_room($1::text) ELSE false END "
             "ON CONFLICT (name) DO UPDATE SET rec = excluded.rec) "
             "UPDATE \"%s\".schedules SET rec = $2::bytea WHERE $4::text = "
             "'c' AND name = $1::text AND rec = $3::bytea",
-            n, n, n);
+            n, n, n, n);
     else
         *out = pl__asprintf("SELECT name, rec FROM \"%s\".schedules ORDER BY "
                             "name LIMIT %d",
@@ -47,8 +60,28 @@ char *pl__pg_sched_ddl(const pl__pg_store *s)
     const char *n = s->schema;
     return pl__asprintf(
         "CREATE TABLE IF NOT EXISTS \"%s\".schedules (name text PRIMARY KEY, "
-        "rec bytea NOT NULL);",
-        n);
+        "rec bytea NOT NULL);"
+        /* a put's room (THE MOST A STORE KEEPS above) */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_sched_room(nm text) RETURNS "
+        "boolean LANGUAGE plpgsql AS $f$ DECLARE n bigint; BEGIN "
+        "PERFORM pg_advisory_xact_lock(hashtext('policyledger schedules %s')); "
+        "IF EXISTS (SELECT FROM \"%s\".schedules WHERE name = nm) THEN "
+        "RETURN true; END IF; "
+        "SELECT count(*) INTO n FROM \"%s\".schedules; "
+        "IF n >= %d THEN RAISE EXCEPTION 'schedule ''%%'': the store holds %% "
+        "schedules, the most it keeps: delete one first', nm, %d USING "
+        "ERRCODE = '" FULL_STATE "'; END IF; RETURN true; END $f$;",
+        n, n, n, n, n, PL__SCHED_MAX, PL__SCHED_MAX);
+}
+
+int pl__pg_sched_failed(const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!code || strcmp(code, FULL_STATE) != 0)
+        return PL_OK;
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    return pl__err(PL_ELIMIT, "%s",
+                   m ? m : "a new schedule past the most a store keeps");
 }
 
 int pl__pg_sched_send(pl__pg_store *s, PGconn *c, const pl__batch *bt)
