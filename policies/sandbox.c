@@ -779,11 +779,39 @@ static int check_path_arg(const pl_sandbox *sb, const char *cwd, size_t i,
     return st;
 }
 
+/* Option argument @p i, @p a, may hold a name: a short option's attached
+ * value ("-tout": "out", or "ut"...: none can tell), or the whole of it
+ * (the value of the option before it, "-t" "-o").  None may be a symlink
+ * that leaves; a missing name or one too long for an entry is left. */
+static int check_attached(const pl_sandbox *sb, const char *cwd, size_t i,
+                          const char *a)
+{
+    size_t len = strlen(a);
+    bool is_short = a[1] != '-';
+    for (size_t k = 0; k < len; k++) {
+        const char *name = a + k;
+        if ((k > 0 && (!is_short || k < 2)) || len - k > SB_NAME_MAX ||
+            strchr(name, '/'))
+            continue;
+        int st = check_path_arg(sb, cwd, i, name);
+        if (st == PL_EFORBIDDEN)
+            return pl__err(PL_EFORBIDDEN,
+                           "sandbox: argument %zu, '%.200s', names '%s' in "
+                           "it, a symlink that leaves '%s'; give a path as "
+                           "an argument of its own",
+                           i, a, name, sb->root);
+        if (st == PL_ENOMEM)
+            return st;
+    }
+    return PL_OK;
+}
+
 /* Check the path arguments of a command whose operands are paths: every
  * argument not starting with '-' ("-" alone is standard input), all after
  * "--", and the value of "--name=value"; a short option with a '/' or a
  * ".." in its attached value ("-f/etc/x", "-C..") cannot be told apart,
- * so is refused. */
+ * so is refused, and so is an option that names a symlink that leaves in
+ * it (check_attached()). */
 static int check_path_args(const pl_sandbox *sb, const char *cwd,
                            const char *const *argv, size_t argc)
 {
@@ -808,6 +836,8 @@ static int check_path_args(const pl_sandbox *sb, const char *cwd,
                          "its own",
                          i, a);
         }
+        if (!st && !operands && a[0] == '-')
+            st = check_attached(sb, cwd, i, a);
         if (st)
             return st;
     }

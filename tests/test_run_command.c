@@ -739,3 +739,27 @@ Test(run_command, options_are_checked, .fini = close_all)
     pl_registry_free(reg);
     pl_tools_free(t);
 }
+
+/* A symlink that leaves, glued to a short option ("-tout") or given as an
+ * option's value that starts with '-', is refused as "-t.." is: nothing is
+ * copied outside. */
+Test(run_command, attached_symlinks_stay_under_the_root, .fini = close_all)
+{
+    pl_tools_options o = options();
+    open_with(&o);
+    expect_code("g1", "{\"argv\": [\"cp\", \"-tout\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    expect_code("g2", "{\"argv\": [\"cp\", \"-vtout\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    /* the value of "-t" given on its own, a name that starts with '-' */
+    char p[8400];
+    snprintf(p, sizeof p, "%s/-o", F.dir);
+    cr_assert(symlink(F.outside, p) == 0);
+    expect_code("g3", "{\"argv\": [\"cp\", \"-t\", \"-o\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    cr_expect(!exists(F.outside, "inside.txt"), "a file was copied outside");
+    pl_outcome *r = run("g4",
+                        "{\"argv\": [\"cp\", \"-tsub\", \"inside.txt\"]}");
+    cr_expect_eq(num(got(r), "exit_code"), 0, "%s", str(got(r), "stderr"));
+    pl_outcome_free(r);
+}

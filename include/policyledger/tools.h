@@ -147,7 +147,9 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * x missing, out a symlink that leaves); a missing part is left for the
  * program to meet.  A short option with a
  * '/' or a ".." in its attached value ("-f/etc/x", "-C..") is refused:
- * give the path as an argument of its own.  This checks the arguments as
+ * give the path as an argument of its own; so is an argument starting with
+ * '-' that names a symlink that leaves, attached ("-tout") or as the whole
+ * of it (an option's value, "-t" "-o").  This checks the arguments as
  * given: it does not confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
  * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
