@@ -424,6 +424,13 @@ static int walk_errno(const walk *w, const char *name, int e)
                    w->orig_len, w->orig, name, strerror(e));
 }
 
+static int not_a_dir(const walk *w, const char *name)
+{
+    return pl__err(PL_ENOTFOUND,
+                   "sandbox: path '%.*s': '%s' is not a directory", w->orig_len,
+                   w->orig, name);
+}
+
 /*
  * The directory named before w->rest is missing, and a program may make
  * it: walk over w->rest while it stays in what would be made (no symlink
@@ -492,8 +499,14 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
             continue;
         }
         int dir = w->fds[w->depth];
+        /* "name/" names a directory, as open(2) reads it */
+        bool dir_only = last && w->rest_len > 0;
         if (last && open_flags >= 0) {
-            int fd = openat(dir, name, open_flags | O_NOFOLLOW | O_CLOEXEC,
+            if (dir_only && (open_flags & O_CREAT))
+                return walk_errno(w, name, EISDIR);
+            int fd = openat(dir, name,
+                            open_flags | O_NOFOLLOW | O_CLOEXEC |
+                                (dir_only ? O_DIRECTORY : 0),
                             mode);
             if (fd >= 0) {
                 *out_fd = fd;
@@ -515,6 +528,8 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
                     return st;
                 continue;
             }
+            if (dir_only && e == ENOTDIR)
+                return not_a_dir(w, name);
             return walk_errno(w, name, e);
         }
         int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -545,16 +560,14 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
                 return st;
             continue;
         }
-        if (last) { /* a resolve, and the last exists */
-            close(fd);
+        if (last && (!dir_only || S_ISDIR(sst.st_mode))) {
+            close(fd); /* a resolve, and the last exists */
             snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
             return PL_OK;
         }
         if (!S_ISDIR(sst.st_mode)) {
             close(fd);
-            return pl__err(PL_ENOTFOUND,
-                           "sandbox: path '%.*s': '%s' is not a directory",
-                           w->orig_len, w->orig, name);
+            return not_a_dir(w, name);
         }
         st = walk_push(w, fd, name);
         if (st)
