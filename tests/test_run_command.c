@@ -740,6 +740,23 @@ Test(run_command, options_are_checked, .fini = close_all)
     pl_tools_free(t);
 }
 
+/* A character the cap cuts in two is left out, not shown as U+FFFD: the
+ * output was valid UTF-8, only longer than the cap. */
+Test(run_command, a_character_cut_by_the_cap_is_left_out, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.max_output_bytes = 8;
+    open_with(&o);
+    /* "aaaaa", U+1F600 (4 bytes), "zz": the cap falls inside the emoji */
+    pl_outcome *r = run("cut", "{\"argv\": [\"sh\", \"-c\", \"printf "
+                               "'aaaaa\\\\360\\\\237\\\\230\\\\200zz'\"]}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "stdout"), "aaaaa");
+    cr_expect_eq(num(g, "stdout_bytes"), 11);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "truncated")));
+    pl_outcome_free(r);
+}
+
 /* A symlink that leaves, glued to a short option ("-tout") or given as an
  * option's value that starts with '-', is refused as "-t.." is: nothing is
  * copied outside. */
