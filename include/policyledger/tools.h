@@ -291,7 +291,8 @@ typedef struct pl_tools_options {
     const char *const *allow;
     size_t n_allow;            /**< entries in allow */
     long connect_timeout_ms;   /**< 0 = 5000 */
-    long timeout_ms;           /**< whole request; 0 = 30000 */
+    long timeout_ms;           /**< whole request, its redirects
+                                    included; 0 = 30000 */
     size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
     /* Since version 2: run_command, registered when root is set and a

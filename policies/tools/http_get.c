@@ -233,11 +233,20 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         goto done;
     }
     headers = hl;
+    /* timeout_ms is the whole request's, its redirects included */
+    int64_t start = (int64_t)(pl__mono_ns() / 1000000);
+    int64_t end = t->timeout_ms > INT64_MAX - start ? INT64_MAX
+                                                    : start + t->timeout_ms;
     for (int hops = 0;; hops++) {
         /* each request is cut at the call's deadline when that comes
          * first (pl_ctx_deadline(): the recorded clock, Unix ms) */
         long timeout_ms = t->timeout_ms;
-        bool by_deadline = false;
+        bool by_deadline = false, by_end = false;
+        int64_t rest = end - (int64_t)(pl__mono_ns() / 1000000);
+        if (hops > 0 && rest < timeout_ms) {
+            timeout_ms = rest > 0 ? (long)rest : 1;
+            by_end = true;
+        }
         int64_t deadline = pl_ctx_deadline(ctx);
         if (deadline) {
             int64_t left = deadline - pl__now_us() / 1000;
@@ -278,6 +287,11 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
                          "cut at the call's deadline, %ld ms after it was "
                          "sent",
                          timeout_ms);
+            else if (rc == CURLE_OPERATION_TIMEDOUT && by_end)
+                snprintf(errbuf, sizeof errbuf,
+                         "cut at the timeout of %ld ms, after %d "
+                         "redirect%s",
+                         t->timeout_ms, hops, hops == 1 ? "" : "s");
             st = transfer_error(out, url, rc, errbuf);
             goto done;
         }
