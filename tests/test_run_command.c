@@ -299,6 +299,8 @@ Test(run_command, refused_before_anything_runs, .fini = close_all)
                 PL_ERR_NOT_FOUND);
     expect_code("h", "{\"argv\": [\"echo\"], \"cwd\": \"inside.txt\"}",
                 PL_ERR_INVALID_INPUT);
+    expect_code("h2", "{\"argv\": [\"echo\"], \"cwd\": \"inside.txt/\"}",
+                PL_ERR_INVALID_INPUT);
     expect_code("i", "{\"argv\": [\"echo\"], \"cwd\": \"../outside\"}",
                 PL_ERR_FORBIDDEN);
     expect_code("j", "{\"argv\": [\"echo\"], \"cwd\": \"out\"}",

@@ -455,8 +455,11 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     argv[i] = NULL;
     /* the directory, resolved and opened through the sandbox */
     char *rel = NULL;
-    int st = pl_sandbox_resolve(&rel, t->sb, cwd ? cwd : ".",
-                                strlen(cwd ? cwd : "."));
+    const char *dir = cwd ? cwd : ".";
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/') /* "sub/" is "sub" */
+        dir_len--;
+    int st = pl_sandbox_resolve(&rel, t->sb, dir, dir_len);
     int dirfd = -1;
     if (!st) /* O_NONBLOCK: a FIFO is refused below, not waited on */
         st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel),
