@@ -192,7 +192,8 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               pl_sandbox_open_file()).  Past max_file_bytes the content
  *               is cut there (at a character boundary), "truncated" is
  *               true and "note" says so.  NotFound; Forbidden (an escape);
- *               InvalidInput (a bad path, a directory, a binary file).
+ *               InvalidInput (a bad path, a directory, a special file:
+ *               FIFO, socket or device; a binary file).
  *   http_get    {"url": "http://127.0.0.1:8080/x"} -> {"url": final URL,
  *               "status": 200, "content_type": "...", "body": "...",
  *               "bytes": N, "truncated": false}
