@@ -99,3 +99,31 @@ Test(tools_files, a_socket_is_a_special_file, .fini = close_tools)
     }
     close(s);
 }
+
+/* Past the cap, a file:// body is cut as read_file's content is: at a
+ * character's boundary, "truncated" and a "note" that says so, as for an
+ * http:// body. */
+Test(tools_files, a_file_past_the_cap_is_cut_with_a_note, .fini = close_tools)
+{
+    open_tools(999);
+    static char big[4000];
+    for (size_t i = 0; i < sizeof big; i += 2)
+        big[i] = (char)0xc3, big[i + 1] = (char)0xa9; /* "é" */
+    char p[8400];
+    snprintf(p, sizeof p, "%s/big.txt", F.dir);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(big, 1, sizeof big, f), sizeof big);
+    fclose(f);
+    for (size_t i = 0; i < sizeof k_readers / sizeof *k_readers; i++) {
+        cJSON *r = run_on(k_readers[i], "big.txt");
+        char *t = t_text(r);
+        cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(r, "truncated")), "%s", t);
+        cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "bytes")), 998,
+                     "%s", t);
+        cr_expect(strstr(text_of(r, "note"), "larger than 999 bytes"), "%s: %s",
+                  k_readers[i], t);
+        free(t);
+        cJSON_Delete(r);
+    }
+}

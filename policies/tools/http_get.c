@@ -163,9 +163,14 @@ static int get_file(pl_steps *out, const pl_tools *t, const char *url,
         return st;
     if (st)
         return pl_steps_add_error(out, code, pl_errmsg());
-    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b}", "url", url,
-                              "status", 200, "content_type", "body", data,
-                              "bytes", (int64_t)n, "truncated", truncated);
+    char note[128];
+    snprintf(note, sizeof note,
+             "the body is larger than %zu bytes: this is its first %zu",
+             t->max_body_bytes, n);
+    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b, s:s*}",
+                              "url", url, "status", 200, "content_type", "body",
+                              data, "bytes", (int64_t)n, "truncated", truncated,
+                              "note", truncated ? note : NULL);
     free(data);
     return st;
 }
