@@ -424,6 +424,13 @@ static int walk_errno(const walk *w, const char *name, int e)
                    w->orig_len, w->orig, name, strerror(e));
 }
 
+static int not_a_dir(const walk *w, const char *name)
+{
+    return pl__err(PL_ENOTFOUND,
+                   "sandbox: path '%.*s': '%s' is not a directory", w->orig_len,
+                   w->orig, name);
+}
+
 /*
  * The directory named before w->rest is missing, and a program may make
  * it: walk over w->rest while it stays in what would be made (no symlink
@@ -492,8 +499,14 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
             continue;
         }
         int dir = w->fds[w->depth];
+        /* "name/" names a directory, as open(2) reads it */
+        bool dir_only = last && w->rest_len > 0;
         if (last && open_flags >= 0) {
-            int fd = openat(dir, name, open_flags | O_NOFOLLOW | O_CLOEXEC,
+            if (dir_only && (open_flags & O_CREAT))
+                return walk_errno(w, name, EISDIR);
+            int fd = openat(dir, name,
+                            open_flags | O_NOFOLLOW | O_CLOEXEC |
+                                (dir_only ? O_DIRECTORY : 0),
                             mode);
             if (fd >= 0) {
                 *out_fd = fd;
@@ -515,6 +528,8 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
                     return st;
                 continue;
             }
+            if (dir_only && e == ENOTDIR)
+                return not_a_dir(w, name);
             return walk_errno(w, name, e);
         }
         int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -545,16 +560,14 @@ static int walk_run(walk *w, int open_flags, unsigned mode, bool nofollow,
                 return st;
             continue;
         }
-        if (last) { /* a resolve, and the last exists */
-            close(fd);
+        if (last && (!dir_only || S_ISDIR(sst.st_mode))) {
+            close(fd); /* a resolve, and the last exists */
             snprintf(last_name, SB_NAME_MAX + 1, "%s", name);
             return PL_OK;
         }
         if (!S_ISDIR(sst.st_mode)) {
             close(fd);
-            return pl__err(PL_ENOTFOUND,
-                           "sandbox: path '%.*s': '%s' is not a directory",
-                           w->orig_len, w->orig, name);
+            return not_a_dir(w, name);
         }
         st = walk_push(w, fd, name);
         if (st)
@@ -779,11 +792,39 @@ static int check_path_arg(const pl_sandbox *sb, const char *cwd, size_t i,
     return st;
 }
 
+/* Option argument @p i, @p a, may hold a name: a short option's attached
+ * value ("-tout": "out", or "ut"...: none can tell), or the whole of it
+ * (the value of the option before it, "-t" "-o").  None may be a symlink
+ * that leaves; a missing name or one too long for an entry is left. */
+static int check_attached(const pl_sandbox *sb, const char *cwd, size_t i,
+                          const char *a)
+{
+    size_t len = strlen(a);
+    bool is_short = a[1] != '-';
+    for (size_t k = 0; k < len; k++) {
+        const char *name = a + k;
+        if ((k > 0 && (!is_short || k < 2)) || len - k > SB_NAME_MAX ||
+            strchr(name, '/'))
+            continue;
+        int st = check_path_arg(sb, cwd, i, name);
+        if (st == PL_EFORBIDDEN)
+            return pl__err(PL_EFORBIDDEN,
+                           "sandbox: argument %zu, '%.200s', names '%s' in "
+                           "it, a symlink that leaves '%s'; give a path as "
+                           "an argument of its own",
+                           i, a, name, sb->root);
+        if (st == PL_ENOMEM)
+            return st;
+    }
+    return PL_OK;
+}
+
 /* Check the path arguments of a command whose operands are paths: every
  * argument not starting with '-' ("-" alone is standard input), all after
  * "--", and the value of "--name=value"; a short option with a '/' or a
  * ".." in its attached value ("-f/etc/x", "-C..") cannot be told apart,
- * so is refused. */
+ * so is refused, and so is an option that names a symlink that leaves in
+ * it (check_attached()). */
 static int check_path_args(const pl_sandbox *sb, const char *cwd,
                            const char *const *argv, size_t argc)
 {
@@ -808,6 +849,8 @@ static int check_path_args(const pl_sandbox *sb, const char *cwd,
                          "its own",
                          i, a);
         }
+        if (!st && !operands && a[0] == '-')
+            st = check_attached(sb, cwd, i, a);
         if (st)
             return st;
     }

@@ -19,6 +19,8 @@ line, and serves until it is killed (or its parent dies).
   /redirect-out    302 to http://example.com/ (a host not allowed)
   /redirect-file   302 to file:///etc/passwd
   /redirect-loop   302 to itself
+  /slow-redirect   after 0.4 s, 302 to /slow-ok
+  /slow-ok         after 0.4 s, 200 "slow"
 """
 import os
 import sys
@@ -84,6 +86,12 @@ class Handler(BaseHTTPRequestHandler):
             self.redirect("file:///etc/passwd")
         elif p == "/redirect-loop":
             self.redirect("/redirect-loop")
+        elif p == "/slow-redirect":
+            time.sleep(0.4)
+            self.redirect("/slow-ok")
+        elif p == "/slow-ok":
+            time.sleep(0.4)
+            self.send(200, b"slow")
         else:
             self.send(404, b"unknown path")
 

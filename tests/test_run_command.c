@@ -299,6 +299,8 @@ Test(run_command, refused_before_anything_runs, .fini = close_all)
                 PL_ERR_NOT_FOUND);
     expect_code("h", "{\"argv\": [\"echo\"], \"cwd\": \"inside.txt\"}",
                 PL_ERR_INVALID_INPUT);
+    expect_code("h2", "{\"argv\": [\"echo\"], \"cwd\": \"inside.txt/\"}",
+                PL_ERR_INVALID_INPUT);
     expect_code("i", "{\"argv\": [\"echo\"], \"cwd\": \"../outside\"}",
                 PL_ERR_FORBIDDEN);
     expect_code("j", "{\"argv\": [\"echo\"], \"cwd\": \"out\"}",
@@ -738,4 +740,45 @@ Test(run_command, options_are_checked, .fini = close_all)
     cr_expect(pl_registry_find(reg, "run_command")->idempotent);
     pl_registry_free(reg);
     pl_tools_free(t);
+}
+
+/* A character the cap cuts in two is left out, not shown as U+FFFD: the
+ * output was valid UTF-8, only longer than the cap. */
+Test(run_command, a_character_cut_by_the_cap_is_left_out, .fini = close_all)
+{
+    pl_tools_options o = options();
+    o.max_output_bytes = 8;
+    open_with(&o);
+    /* "aaaaa", U+1F600 (4 bytes), "zz": the cap falls inside the emoji */
+    pl_outcome *r = run("cut", "{\"argv\": [\"sh\", \"-c\", \"printf "
+                               "'aaaaa\\\\360\\\\237\\\\230\\\\200zz'\"]}");
+    const cJSON *g = got(r);
+    cr_expect_str_eq(str(g, "stdout"), "aaaaa");
+    cr_expect_eq(num(g, "stdout_bytes"), 11);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(g, "truncated")));
+    pl_outcome_free(r);
+}
+
+/* A symlink that leaves, glued to a short option ("-tout") or given as an
+ * option's value that starts with '-', is refused as "-t.." is: nothing is
+ * copied outside. */
+Test(run_command, attached_symlinks_stay_under_the_root, .fini = close_all)
+{
+    pl_tools_options o = options();
+    open_with(&o);
+    expect_code("g1", "{\"argv\": [\"cp\", \"-tout\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    expect_code("g2", "{\"argv\": [\"cp\", \"-vtout\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    /* the value of "-t" given on its own, a name that starts with '-' */
+    char p[8400];
+    snprintf(p, sizeof p, "%s/-o", F.dir);
+    cr_assert(symlink(F.outside, p) == 0);
+    expect_code("g3", "{\"argv\": [\"cp\", \"-t\", \"-o\", \"inside.txt\"]}",
+                PL_ERR_FORBIDDEN);
+    cr_expect(!exists(F.outside, "inside.txt"), "a file was copied outside");
+    pl_outcome *r = run("g4",
+                        "{\"argv\": [\"cp\", \"-tsub\", \"inside.txt\"]}");
+    cr_expect_eq(num(got(r), "exit_code"), 0, "%s", str(got(r), "stderr"));
+    pl_outcome_free(r);
 }

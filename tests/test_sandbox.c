@@ -306,6 +306,24 @@ Test(sandbox, path_through_a_file)
     }
 }
 
+/* A trailing '/' names a directory: after a file it is refused as the
+ * kernel's open(2) refuses it, by the walk as by openat2. */
+Test(sandbox, a_file_named_as_a_directory)
+{
+    setup();
+    link_in_box("a/b.txt", "in_link");
+    BOTH_MODES
+    {
+        pl_sandbox *sb = box(walk);
+        expect_resolve(sb, "a/b.txt/", PL_ENOTFOUND, "not a directory");
+        expect_open(sb, "a/b.txt/", PL_ENOTFOUND, "not a directory");
+        expect_open(sb, "a/b.txt//", PL_ENOTFOUND, "not a directory");
+        expect_open(sb, "in_link/", PL_ENOTFOUND, "not a directory");
+        expect_resolve(sb, "a/", PL_OK, "a");
+        pl_sandbox_free(sb);
+    }
+}
+
 Test(sandbox, long_paths)
 {
     setup();

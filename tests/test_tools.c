@@ -673,6 +673,8 @@ Test(tools, http_get_timeout)
 {
     http_fixture();
     expect_error(get("/hang"), PL_ERR_TIMEOUT, "/hang");
+    /* timeout_ms is the whole request's, redirects included (0.8 s here) */
+    expect_error(get("/slow-redirect"), PL_ERR_TIMEOUT, "700 ms");
     /* the call's deadline (a timeout decorator's) when it comes first, and
      * one already passed sends nothing */
     F.deadline_in_ms = 100;

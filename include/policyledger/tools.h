@@ -147,7 +147,9 @@ int pl_sandbox_open_file(int *out_fd, const pl_sandbox *sb, const char *path,
  * x missing, out a symlink that leaves); a missing part is left for the
  * program to meet.  A short option with a
  * '/' or a ".." in its attached value ("-f/etc/x", "-C..") is refused:
- * give the path as an argument of its own.  This checks the arguments as
+ * give the path as an argument of its own; so is an argument starting with
+ * '-' that names a symlink that leaves, attached ("-tout") or as the whole
+ * of it (an option's value, "-t" "-o").  This checks the arguments as
  * given: it does not confine what the program then opens.
  * @param argv @p argc C strings, argc >= 1.
  * @return PL_OK; PL_EFORBIDDEN (program not allowed, or given as a path; a
@@ -190,7 +192,8 @@ int pl_sandbox_check_command_in(const pl_sandbox *sb, const char *cwd,
  *               pl_sandbox_open_file()).  Past max_file_bytes the content
  *               is cut there (at a character boundary), "truncated" is
  *               true and "note" says so.  NotFound; Forbidden (an escape);
- *               InvalidInput (a bad path, a directory, a binary file).
+ *               InvalidInput (a bad path, a directory, a special file:
+ *               FIFO, socket or device; a binary file).
  *   http_get    {"url": "http://127.0.0.1:8080/x"} -> {"url": final URL,
  *               "status": 200, "content_type": "...", "body": "...",
  *               "bytes": N, "truncated": false}
@@ -289,7 +292,8 @@ typedef struct pl_tools_options {
     const char *const *allow;
     size_t n_allow;            /**< entries in allow */
     long connect_timeout_ms;   /**< 0 = 5000 */
-    long timeout_ms;           /**< whole request; 0 = 30000 */
+    long timeout_ms;           /**< whole request, its redirects
+                                    included; 0 = 30000 */
     size_t max_body_bytes;     /**< http_get's cap; as max_file_bytes */
     int max_redirects;         /**< redirects followed; -1 = 5, 0 = none */
     /* Since version 2: run_command, registered when root is set and a

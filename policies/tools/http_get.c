@@ -163,9 +163,14 @@ static int get_file(pl_steps *out, const pl_tools *t, const char *url,
         return st;
     if (st)
         return pl_steps_add_error(out, code, pl_errmsg());
-    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b}", "url", url,
-                              "status", 200, "content_type", "body", data,
-                              "bytes", (int64_t)n, "truncated", truncated);
+    char note[128];
+    snprintf(note, sizeof note,
+             "the body is larger than %zu bytes: this is its first %zu",
+             t->max_body_bytes, n);
+    st = pl_steps_add_resultf(out, "{s:s, s:i, s:n, s:s, s:I, s:b, s:s*}",
+                              "url", url, "status", 200, "content_type", "body",
+                              data, "bytes", (int64_t)n, "truncated", truncated,
+                              "note", truncated ? note : NULL);
     free(data);
     return st;
 }
@@ -233,11 +238,20 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
         goto done;
     }
     headers = hl;
+    /* timeout_ms is the whole request's, its redirects included */
+    int64_t start = (int64_t)(pl__mono_ns() / 1000000);
+    int64_t end = t->timeout_ms > INT64_MAX - start ? INT64_MAX
+                                                    : start + t->timeout_ms;
     for (int hops = 0;; hops++) {
         /* each request is cut at the call's deadline when that comes
          * first (pl_ctx_deadline(): the recorded clock, Unix ms) */
         long timeout_ms = t->timeout_ms;
-        bool by_deadline = false;
+        bool by_deadline = false, by_end = false;
+        int64_t rest = end - (int64_t)(pl__mono_ns() / 1000000);
+        if (hops > 0 && rest < timeout_ms) {
+            timeout_ms = rest > 0 ? (long)rest : 1;
+            by_end = true;
+        }
         int64_t deadline = pl_ctx_deadline(ctx);
         if (deadline) {
             int64_t left = deadline - pl__now_us() / 1000;
@@ -278,6 +292,11 @@ static int get_http(pl_steps *out, const pl_tools *t, pl_ctx *ctx,
                          "cut at the call's deadline, %ld ms after it was "
                          "sent",
                          timeout_ms);
+            else if (rc == CURLE_OPERATION_TIMEDOUT && by_end)
+                snprintf(errbuf, sizeof errbuf,
+                         "cut at the timeout of %ld ms, after %d "
+                         "redirect%s",
+                         t->timeout_ms, hops, hops == 1 ? "" : "s");
             st = transfer_error(out, url, rc, errbuf);
             goto done;
         }

@@ -2,6 +2,7 @@
  * read_file.c -- the "read_file" tool: a UTF-8 text file under the sandbox
  * directory, cut at a size cap.  Also reads file:// URLs for http_get.
  */
+#define _GNU_SOURCE /* O_PATH */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,6 +23,31 @@ static const char *code_of(int st)
     }
 }
 
+/* The open of @p path failed with @p st (PL_EIO): a socket (ENXIO) or
+ * another file no one reads as text is InvalidInput, as a FIFO is, not
+ * Forbidden (permission denied); the error is kept otherwise. */
+static int special_or(int st, const pl_sandbox *sb, const char *path,
+                      size_t path_len)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_errmsg());
+    int fd = -1;
+    struct stat sst;
+    bool special = pl_sandbox_open_file(&fd, sb, path, path_len, O_PATH, 0) ==
+                       PL_OK &&
+                   fstat(fd, &sst) == 0 &&
+                   (S_ISSOCK(sst.st_mode) || S_ISCHR(sst.st_mode) ||
+                    S_ISBLK(sst.st_mode) || S_ISFIFO(sst.st_mode));
+    if (fd >= 0)
+        close(fd);
+    if (special)
+        return pl__err(PL_EINVAL,
+                       "'%.*s' is a special file, not a regular "
+                       "file (%s)",
+                       (int)path_len, path, msg);
+    return pl__err(st, "%s", msg);
+}
+
 int pl__read_text(char **data, size_t *len, bool *truncated, const char **code,
                   const pl_sandbox *sb, const char *path, size_t path_len,
                   size_t cap)
@@ -36,6 +62,8 @@ int pl__read_text(char **data, size_t *len, bool *truncated, const char **code,
      * refused below, as every file but a regular one is) */
     int st = pl_sandbox_open_file(&fd, sb, path, path_len,
                                   O_RDONLY | O_NONBLOCK, 0);
+    if (st == PL_EIO)
+        st = special_or(st, sb, path, path_len);
     if (st) {
         *code = code_of(st);
         return st;

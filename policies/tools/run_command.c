@@ -138,8 +138,11 @@ static const char *signal_name(char buf[16], int sig)
 /* @p len bytes as UTF-8 text of at most @p cap bytes: a NUL or a byte that
  * is not part of a valid character becomes U+FFFD (3 bytes), and the text
  * ends, on a character's boundary, where the next would pass @p cap
- * (*cut then).  Caller frees. */
-static char *as_text(const char *p, size_t len, size_t cap, bool *cut)
+ * (*cut then).  With @p more (the stream went on past the bytes kept), a
+ * character they end inside is one the cap cut: left out, not U+FFFD.
+ * Caller frees. */
+static char *as_text(const char *p, size_t len, bool more, size_t cap,
+                     bool *cut)
 {
     *cut = false;
     char *t = malloc((len < cap / 3 ? len * 3 : cap) + 1);
@@ -148,8 +151,10 @@ static char *as_text(const char *p, size_t len, size_t cap, bool *cut)
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         size_t bad = 0;
-        long long ok = pl__text_len(p + i, len - i, false, &bad);
+        long long ok = pl__text_len(p + i, len - i, more, &bad);
         size_t good = ok >= 0 ? (size_t)ok : bad;
+        if (ok >= 0 && good < len - i) /* the cap cut the last character */
+            *cut = true;
         if (good > cap - o) { /* back to a character's start */
             good = cap - o;
             while (good > 0 && ((unsigned char)p[i + good] & 0xc0) == 0x80)
@@ -362,8 +367,10 @@ static int add_result(pl_steps *out, const outcome *r, size_t cap,
                       int64_t timeout_ms)
 {
     bool cut_out, cut_err;
-    char *so = as_text(r->out.buf, r->out.len, cap, &cut_out);
-    char *se = as_text(r->err.buf, r->err.len, cap, &cut_err);
+    char *so = as_text(r->out.buf, r->out.len, r->out.seen > r->out.len, cap,
+                       &cut_out);
+    char *se = as_text(r->err.buf, r->err.len, r->err.seen > r->err.len, cap,
+                       &cut_err);
     cJSON *p = NULL;
     int st = so && se ? PL_OK
                       : pl__err(PL_ENOMEM, "run_command: out of memory");
@@ -448,8 +455,11 @@ int pl__tool_run_command(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     argv[i] = NULL;
     /* the directory, resolved and opened through the sandbox */
     char *rel = NULL;
-    int st = pl_sandbox_resolve(&rel, t->sb, cwd ? cwd : ".",
-                                strlen(cwd ? cwd : "."));
+    const char *dir = cwd ? cwd : ".";
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/') /* "sub/" is "sub" */
+        dir_len--;
+    int st = pl_sandbox_resolve(&rel, t->sb, dir, dir_len);
     int dirfd = -1;
     if (!st) /* O_NONBLOCK: a FIFO is refused below, not waited on */
         st = pl_sandbox_open_file(&dirfd, t->sb, rel, strlen(rel),
