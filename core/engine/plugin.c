@@ -290,11 +290,11 @@ int pl_plugin_load(pl_registry *reg, const char *path)
     st = run_entry(&scratch, handle, path);
     if (!st)
         st = code_identity(path, identity, sizeof identity);
-    size_t before = pl_registry_count(reg);
+    /* the registry unloads the object after it released its policies'
+     * data, whose release may be the plugin's own code */
     if (!st)
-        st = pl__registry_adopt(reg, scratch, identity, path);
-    if (!st && (st = pl__registry_own(reg, handle, close_handle)))
-        pl__registry_truncate(reg, before); /* adopted, but not owned */
+        st = pl__registry_adopt(reg, scratch, identity, path, handle,
+                                close_handle);
     pl_registry_free(scratch); /* before dlclose: it may hold plugin data */
     if (st)
         dlclose(handle);
