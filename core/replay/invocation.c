@@ -330,21 +330,25 @@ static bool rec_intact(pl_ctx *c)
     return memcmp(next.prev_hash, h, PL_HASH_LEN) == 0;
 }
 
-/* Fail the run: the recorded step and the new one differ. */
-static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
-                  const char *actor, const uint8_t *mp, size_t mp_len,
-                  const char *code)
+/* A replay differs from a recorded step that no longer links to the next:
+ * corruption, not the code's non-determinism. */
+static int changed_in_store(pl_ctx *c)
 {
     pl__run *r = c->run;
-    if (!rec_intact(c))
-        return pl__run_fail(r, PL_ECORRUPT,
-                            "run %s: step %s:%u changed in "
-                            "the store: the step after it "
-                            "does not link to it",
-                            r->id, c->path, c->next_seq);
-    pl__diverged(c, rec, type, actor, mp, mp_len, code);
+    return pl__run_fail(r, PL_ECORRUPT,
+                        "run %s: step %s:%u changed in "
+                        "the store: the step after it "
+                        "does not link to it",
+                        r->id, c->path, c->next_seq);
+}
+
+/* Fail the run: the recorded step and the new one (@p now: its payload's
+ * text, or what it is) differ. */
+static int nondet_text(pl_ctx *c, const pl__rec *rec, pl_step_type type,
+                       const char *actor, const char *now, const char *code)
+{
+    pl__run *r = c->run;
     char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-    char *now = pl__payload_text(mp, mp_len, 200);
     int st = pl__run_fail(
         r, PL_ENONDET,
         "non-determinism in run %s, invocation %s, step %u (id %s:%u): the "
@@ -356,8 +360,33 @@ static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
         rec->code ? rec->code : "-", pl_step_type_name(type), actor,
         now ? now : "?", code ? code : "-");
     free(was);
+    return st;
+}
+
+static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
+                  const char *actor, const uint8_t *mp, size_t mp_len,
+                  const char *code)
+{
+    if (!rec_intact(c))
+        return changed_in_store(c);
+    pl__diverged(c, rec, type, actor, mp, mp_len, code);
+    char *now = pl__payload_text(mp, mp_len, 200);
+    int st = nondet_text(c, rec, type, actor, now, code);
     free(now);
     return st;
+}
+
+int pl__inv_nondet_result(pl_ctx *c, const pl__rec *rec, const char *callee,
+                          uint32_t call_seq)
+{
+    if (!rec_intact(c))
+        return changed_in_store(c);
+    pl__diverged(c, rec, PL_STEP_ACTION_RESULT, callee, NULL, 0, NULL);
+    char now[PL__PATH_MAX + 48];
+    snprintf(now, sizeof now, "(the result of the action_call at %s:%u)",
+             c->path, call_seq);
+    return nondet_text(c, rec, PL_STEP_ACTION_RESULT, callee, now,
+                       c->def->code_version);
 }
 
 /*
