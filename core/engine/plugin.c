@@ -258,7 +258,9 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
     if (st) {
         const char *name = pl_status_name(st);
         bool known = pl__status_failure(st);
-        const char *why = pl_errmsg();
+        /* its own message, if it set one (pl_errmsg() says "no error"
+         * when none was set, which is not why it failed) */
+        const char *why = pl__errmsg_set() ? pl_errmsg() : "";
         pl__err(known ? st : PL_EPLUGIN,
                 "plugin '%s': its entry point failed with %s%s%s%s", path,
                 known ? name : "a status that is not a pl_status",

@@ -261,6 +261,9 @@ Test(plugin, an_entry_point_that_fails)
                    "entry point failed with PL_EINVAL");
     expect_refused(plugin("plugin_fail_odd"), PL_EPLUGIN,
                    "a status that is not a pl_status");
+    /* neither set a message of its own: none is made up ("no error") */
+    cr_expect(!strstr(pl_errmsg(), "no error"), "%s", pl_errmsg());
+    cr_expect(!strstr(pl_errmsg(), "("), "%s", pl_errmsg());
 }
 
 Test(plugin, bad_arguments)
