@@ -364,6 +364,29 @@ Test(diverge, unchanged_code_replays_without_either_event)
     t_cleanup();
 }
 
+/* The message of a divergence at a step the policy appends itself (not a
+ * call), or at its end, names the code behind each side as a call's does:
+ * the recorded invocation's and the one loaded now. */
+Test(diverge, a_changed_or_missing_own_step_names_both_codes_in_its_message)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    for (int v = 2; v <= 4; v += 2) { /* 2: another text; 4: no text */
+        variant = v;
+        seen s = {0};
+        cr_assert_eq(check_under(path, "v2", "r", &s), PL_ENONDET);
+        const char *msg = pl_errmsg();
+        cr_expect(strstr(msg, "run r, invocation 0, step 2 (id 0:2)"), "%s",
+                  msg);
+        cr_expect(strstr(msg, "text by 'root' {\"text\":\"done\"} (code v1)"),
+                  "%s", msg);
+        cr_expect(strstr(msg, v == 2 ? "{\"text\":\"changed\"} (code v2)"
+                                     : "the policy now ends there (code v2)"),
+                  "%s", msg);
+    }
+    t_cleanup();
+}
+
 Test(diverge, without_a_listener_the_message_still_names_both_codes)
 {
     const char *path = t_store_path();
