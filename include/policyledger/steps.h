@@ -373,6 +373,10 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
  *         return pl_registry_add_fn(reg, "charge", charge, NULL);
  *     }
  *
+ * A C++ plugin catches every exception in its policies and its entry
+ * point, returning a status: one that escapes into this C library ends
+ * the process (std::terminate()), its run left as a crash leaves it.
+ *
  * Build it with `cc -shared -fPIC` (or c++) and link it against the shared
  * libpolicyledger.  The program that loads it must link the shared library
  * too: see VERSIONS AND THE ABI above.
