@@ -112,13 +112,39 @@ static int outer(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st;
 }
 
+/* fan: calls "add" twice at once; variant 5 once, variant 6 three times. */
+static int fan(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    size_t n = variant == 5 ? 1 : variant == 6 ? 3 : 2;
+    cJSON *p[3];
+    pl_action act[3];
+    pl_call_spec specs[3];
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(pl_json_pack(&p[i], "{s:i, s:i}", "a", (int)i, "b", 10),
+                     PL_OK);
+        act[i] = (pl_action)PL_ACTION_INIT;
+        act[i].policy = "add";
+        act[i].payload = p[i];
+        specs[i] = (pl_call_spec)PL_CALL_SPEC_INIT;
+        specs[i].action = &act[i];
+    }
+    int st = pl_ctx_call_all(NULL, ctx, specs, n);
+    for (size_t i = 0; i < n; i++)
+        cJSON_Delete(p[i]);
+    if (!st)
+        st = pl_steps_add_text(out, NULL, "joined");
+    return st;
+}
+
 static pl_registry *registry(const char *code)
 {
     pl_registry *reg = NULL;
     cr_assert_eq(pl_registry_new(&reg), PL_OK);
-    const char *names[] = {"root", "inner", "outer", "add"};
-    pl_policy_fn fns[] = {root, inner, outer, NULL};
-    for (size_t i = 0; i < 3; i++) {
+    const char *names[] = {"root", "inner", "outer", "fan", "add"};
+    pl_policy_fn fns[] = {root, inner, outer, fan, NULL};
+    for (size_t i = 0; i < 4; i++) {
         pl_policy_def d = PL_POLICY_DEF_INIT;
         d.name = names[i];
         d.fn = fns[i];
@@ -159,20 +185,27 @@ static void record(const char *path, const char *policy, const char *id)
     pl_registry_free(reg);
 }
 
-/* Check run @p id under code @p code; return the check's status. */
-static int check_under(const char *path, const char *code, const char *id,
-                       seen *s)
+/* Continue (or check) run @p id under code @p code; return the status. */
+static int continue_under(const char *path, const char *code, const char *id,
+                          bool check, seen *s)
 {
     pl_registry *reg = registry(code);
     pl_engine *e = engine(path, reg, s);
     pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.check = true;
+    ro.check = check;
     pl_outcome *o = NULL;
     int st = pl_run_continue(&o, e, id, &ro);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
     return st;
+}
+
+/* Check run @p id under code @p code; return the check's status. */
+static int check_under(const char *path, const char *code, const char *id,
+                       seen *s)
+{
+    return continue_under(path, code, id, true, s);
 }
 
 Test(diverge, a_changed_call_names_both_steps_and_both_codes)
@@ -273,6 +306,53 @@ Test(diverge, a_policy_that_ends_early_has_no_new_step)
     t_cleanup();
 }
 
+/* Determinism rules: a policy that now makes fewer calls at once than it
+ * recorded diverges where its result would go, and the message names the
+ * position and both steps, with the code behind each, as for any other
+ * divergence, continued or checked. */
+Test(diverge, a_fanout_with_fewer_calls_names_both_steps_and_codes)
+{
+    const char *path = t_store_path();
+    record(path, "fan", "f");
+    variant = 5;
+    for (int check = 0; check < 2; check++) {
+        seen s = {0};
+        /* a completed run: continued too, it returns the divergence */
+        int st = continue_under(path, "v2", "f", check, &s);
+        const char *msg = pl_errmsg();
+        cr_assert_eq(st, PL_ENONDET, "%s", msg);
+        cr_expect_eq(s.diverged, 1);
+        cr_expect_str_eq(s.step_id, "0:1");
+        cr_expect(strstr(msg, "run f, invocation 0, step 1 (id 0:1)"), "%s",
+                  msg);
+        cr_expect(strstr(msg, "action_call by 'fan' "
+                              "{\"policy\":\"add\",\"payload\":{\"a\":1,"
+                              "\"b\":10}} (code v1)"),
+                  "%s", msg);
+        cr_expect(strstr(msg, "now appends action_result by 'add' (the "
+                              "result of the action_call at 0:0) (code v2)"),
+                  "%s", msg);
+    }
+    t_cleanup();
+}
+
+/* ... and one that now makes more calls diverges at its first extra call. */
+Test(diverge, a_fanout_with_more_calls_names_both_steps_and_codes)
+{
+    const char *path = t_store_path();
+    record(path, "fan", "f");
+    variant = 6;
+    seen s = {0};
+    cr_assert_eq(check_under(path, "v2", "f", &s), PL_ENONDET, "%s",
+                 pl_errmsg());
+    cr_expect_str_eq(s.step_id, "0:2");
+    cr_expect(strstr(pl_errmsg(), "step 2 (id 0:2): the ledger records "
+                                  "action_result by 'add'"),
+              "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "(code v2)"), "%s", pl_errmsg());
+    t_cleanup();
+}
+
 Test(diverge, unchanged_code_replays_without_either_event)
 {
     const char *path = t_store_path();
@@ -281,6 +361,29 @@ Test(diverge, unchanged_code_replays_without_either_event)
     cr_assert_eq(check_under(path, "v1", "r", &s), PL_OK);
     cr_assert_eq(s.diverged, 0);
     cr_assert_eq(s.code_changed, 0);
+    t_cleanup();
+}
+
+/* The message of a divergence at a step the policy appends itself (not a
+ * call), or at its end, names the code behind each side as a call's does:
+ * the recorded invocation's and the one loaded now. */
+Test(diverge, a_changed_or_missing_own_step_names_both_codes_in_its_message)
+{
+    const char *path = t_store_path();
+    record(path, "root", "r");
+    for (int v = 2; v <= 4; v += 2) { /* 2: another text; 4: no text */
+        variant = v;
+        seen s = {0};
+        cr_assert_eq(check_under(path, "v2", "r", &s), PL_ENONDET);
+        const char *msg = pl_errmsg();
+        cr_expect(strstr(msg, "run r, invocation 0, step 2 (id 0:2)"), "%s",
+                  msg);
+        cr_expect(strstr(msg, "text by 'root' {\"text\":\"done\"} (code v1)"),
+                  "%s", msg);
+        cr_expect(strstr(msg, v == 2 ? "{\"text\":\"changed\"} (code v2)"
+                                     : "the policy now ends there (code v2)"),
+                  "%s", msg);
+    }
     t_cleanup();
 }
 

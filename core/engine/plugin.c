@@ -258,7 +258,9 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
     if (st) {
         const char *name = pl_status_name(st);
         bool known = pl__status_failure(st);
-        const char *why = pl_errmsg();
+        /* its own message, if it set one (pl_errmsg() says "no error"
+         * when none was set, which is not why it failed) */
+        const char *why = pl__errmsg_set() ? pl_errmsg() : "";
         pl__err(known ? st : PL_EPLUGIN,
                 "plugin '%s': its entry point failed with %s%s%s%s", path,
                 known ? name : "a status that is not a pl_status",
@@ -290,11 +292,11 @@ int pl_plugin_load(pl_registry *reg, const char *path)
     st = run_entry(&scratch, handle, path);
     if (!st)
         st = code_identity(path, identity, sizeof identity);
-    size_t before = pl_registry_count(reg);
+    /* the registry unloads the object after it released its policies'
+     * data, whose release may be the plugin's own code */
     if (!st)
-        st = pl__registry_adopt(reg, scratch, identity, path);
-    if (!st && (st = pl__registry_own(reg, handle, close_handle)))
-        pl__registry_truncate(reg, before); /* adopted, but not owned */
+        st = pl__registry_adopt(reg, scratch, identity, path, handle,
+                                close_handle);
     pl_registry_free(scratch); /* before dlclose: it may hold plugin data */
     if (st)
         dlclose(handle);

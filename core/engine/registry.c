@@ -251,15 +251,17 @@ void pl__registry_truncate(pl_registry *reg, size_t n)
 }
 
 int pl__registry_adopt(pl_registry *reg, pl_registry *from, const char *code,
-                       const char *origin)
+                       const char *origin, void *resource,
+                       void (*release)(void *))
 {
     for (size_t i = 0; i < from->n; i++)
         if (pl_registry_find(reg, from->defs[i]->name))
             return pl__err(PL_EEXIST,
                            "%s: a policy named '%s' is registered already",
                            origin, from->defs[i]->name);
-    /* room for what @p from owns (its policies' data), taken over below */
-    while (reg->cap_owned < reg->n_owned + from->n_owned) {
+    /* room for @p resource and what @p from owns (its policies' data),
+     * taken over below: nothing can fail once the policies are in */
+    while (reg->cap_owned < reg->n_owned + from->n_owned + 1) {
         owned *o = pl__grow(reg->owned, &reg->cap_owned, reg->cap_owned,
                             sizeof *o, 4);
         if (!o)
@@ -277,6 +279,9 @@ int pl__registry_adopt(pl_registry *reg, pl_registry *from, const char *code,
             return st;
         }
     }
+    /* owned things are released last first: the data (whose release may
+     * be the plugin's code) before the resource (the plugin itself) */
+    reg->owned[reg->n_owned++] = (owned){resource, release};
     if (from->n_owned) {
         memcpy(reg->owned + reg->n_owned, from->owned,
                from->n_owned * sizeof *from->owned);

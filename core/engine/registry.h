@@ -9,12 +9,15 @@
 /*
  * Copy every policy of @p from into @p reg, all or none: PL_EEXIST (naming
  * the policy and @p origin) when a name is taken, PL_ENOMEM.  A policy with
- * no code_version gets @p code.  On success @p reg takes over what @p from
- * owns (the data of policies such as LLM policies), released with @p reg.
+ * no code_version gets @p code.  On success @p reg keeps @p resource (the
+ * plugin's handle) and takes over what @p from owns (the data of policies
+ * such as LLM policies); when @p reg is freed it releases that data first,
+ * then release(@p resource): the data's release may be code in it.
  */
 PL__HIDDEN int pl__registry_adopt(pl_registry *reg, pl_registry *from,
-                                  const char *code,
-                                  const char *origin) PL__MUST_CHECK;
+                                  const char *code, const char *origin,
+                                  void *resource,
+                                  void (*release)(void *)) PL__MUST_CHECK;
 
 /* Drop the policies registered after the first @p n. */
 PL__HIDDEN void pl__registry_truncate(pl_registry *reg, size_t n);

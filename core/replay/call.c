@@ -23,7 +23,6 @@
 #include "call.h"
 #include "callee.h"
 #include "ctx.h"
-#include "diverge.h"
 #include "indoubt.h"
 #include "invocation.h"
 #include "run.h"
@@ -80,22 +79,6 @@ int pl__call_settle(pl_ctx *c, uint32_t call_seq, pl__fate fate,
                                    msg, t0, out);
 }
 
-/* The step @p rec follows the action_call at @p call_seq where its result
- * belongs: non-determinism. */
-int pl__call_not_result(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
-                        const char *policy)
-{
-    pl__run *r = c->run;
-    pl__diverged(c, rec, PL_STEP_ACTION_RESULT, policy, NULL, 0, NULL);
-    return pl__run_fail(r, PL_ENONDET,
-                        "non-determinism in run %s: "
-                        "after the action_call at %s:%u"
-                        " the ledger records %s by "
-                        "'%.*s', not its result",
-                        r->id, c->path, call_seq, pl_step_type_name(rec->type),
-                        (int)rec->actor_len, rec->actor);
-}
-
 /*
  * After the action_call at @p call_seq: serve its recorded result, handle an
  * in-doubt call, or execute it.
@@ -116,7 +99,7 @@ static int resolve_call(pl_ctx *c, uint32_t call_seq, bool call_replayed,
         if (rec && pl__is_engine_suspend(rec))
             return pl__in_doubt(c, call_seq, a, def, decos, n_decos, t0, out);
         if (rec)
-            return pl__call_not_result(c, rec, call_seq, a->policy);
+            return pl__inv_nondet_result(c, rec, a->policy, call_seq);
         /* the record ends after the call: it was in flight at the stop */
     }
     pl__fate fate;

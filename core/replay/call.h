@@ -50,10 +50,5 @@ PL__HIDDEN int pl__call_settle(pl_ctx *c, uint32_t call_seq, pl__fate fate,
                                const pl_action *a, const pl_policy_def *def,
                                const pl_decorator *decos, size_t n_decos,
                                uint64_t t0, pl_step **out) PL__MUST_CHECK;
-/* The recorded step @p rec stands where the call's result belongs:
- * non-determinism, failing the run. */
-PL__HIDDEN int pl__call_not_result(pl_ctx *c, const pl__rec *rec,
-                                   uint32_t call_seq,
-                                   const char *policy) PL__MUST_CHECK;
 
 #endif /* PL_CALL_H */

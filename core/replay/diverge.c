@@ -37,7 +37,7 @@ static char *invocation_code(pl_ctx *c)
     return code;
 }
 
-static char *recorded_code(pl_ctx *c, const pl__rec *rec)
+char *pl__recorded_code(pl_ctx *c, const pl__rec *rec)
 {
     if (rec->type == PL_STEP_ACTION_CALL) /* a call names its callee's */
         return rec->code ? pl__strndup(rec->code, rec->code_len) : NULL;
@@ -56,7 +56,7 @@ static void emit_diff(pl_ctx *c, pl_event_kind kind, const pl__rec *rec,
     char *was = rec->mirrored
                     ? NULL
                     : pl__payload_text(rec->payload, rec->payload_len, 200);
-    char *rcode = recorded_code(c, rec);
+    char *rcode = pl__recorded_code(c, rec);
     pl_replay_diff d = {
         .step_id = id,
         .recorded_type = rec->type,

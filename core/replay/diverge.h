@@ -23,6 +23,11 @@ PL__HIDDEN void pl__diverged_text(pl_ctx *c, const pl__rec *rec,
                                   pl_step_type type, const char *actor,
                                   const char *now_text, const char *detail);
 
+/* The code identity behind the recorded step @p rec of invocation @p c:
+ * an action_call's own (its callee's), else its invocation's, as the
+ * events give it; NULL when none is known.  Caller frees. */
+PL__HIDDEN char *pl__recorded_code(pl_ctx *c, const pl__rec *rec);
+
 /* The recorded call @p rec at the cursor replays the same under the code
  * @p code: emit PL_EVENT_CODE_CHANGED when the recorded code differs. */
 PL__HIDDEN void pl__code_changed(pl_ctx *c, const pl__rec *rec,

@@ -271,7 +271,7 @@ static int serve_recorded(pl_ctx *c, branch *b, size_t n, size_t *from,
             st = pl__in_doubt(c, b[i].call_seq, b[i].a, b[i].def, b[i].decos,
                               b[i].n_decos, b[i].t0, o);
         else
-            st = pl__call_not_result(c, rec, b[i].call_seq, b[i].a->policy);
+            st = pl__inv_nondet_result(c, rec, b[i].a->policy, b[i].call_seq);
         if (st)
             return st;
     }

@@ -290,27 +290,6 @@ static bool rec_code_is(const pl__rec *rec, const char *code)
     return rec->code_len == n && memcmp(rec->code, code, n) == 0;
 }
 
-/* An invocation that ends must have used up its recorded steps. */
-int pl__inv_finish(pl_ctx *c)
-{
-    const pl__rec *rec;
-    int st = pl__inv_peek(c, &rec);
-    if (st || !rec)
-        return st;
-    pl__run *r = c->run;
-    pl__diverged(c, rec, 0, NULL, NULL, 0, NULL);
-    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
-    st = pl__run_fail(r, PL_ENONDET,
-                      "non-determinism in run %s, invocation "
-                      "%s: the policy ended at step %u, but "
-                      "the ledger records more: %s by '%.*s' "
-                      "%s",
-                      r->id, c->path, c->next_seq, pl_step_type_name(rec->type),
-                      (int)rec->actor_len, rec->actor, was ? was : "?");
-    free(was);
-    return st;
-}
-
 /*
  * Does the recorded step at the cursor still link to its successor?  Only
  * asked when a replay differs: a step changed in the store is corruption,
@@ -330,34 +309,85 @@ static bool rec_intact(pl_ctx *c)
     return memcmp(next.prev_hash, h, PL_HASH_LEN) == 0;
 }
 
-/* Fail the run: the recorded step and the new one differ. */
+/* A replay differs from a recorded step that no longer links to the next:
+ * corruption, not the code's non-determinism. */
+static int changed_in_store(pl_ctx *c)
+{
+    pl__run *r = c->run;
+    return pl__run_fail(r, PL_ECORRUPT,
+                        "run %s: step %s:%u changed in "
+                        "the store: the step after it "
+                        "does not link to it",
+                        r->id, c->path, c->next_seq);
+}
+
+/* Fail the run: the recorded step and the new one (@p now: its payload's
+ * text, or what it is; @p type 0: the policy ended there) differ.  The
+ * code behind each is an action_call's callee's, else the invocation's,
+ * as the events give it (diverge.c). */
+static int nondet_text(pl_ctx *c, const pl__rec *rec, pl_step_type type,
+                       const char *actor, const char *now, const char *code)
+{
+    pl__run *r = c->run;
+    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
+    char *rcode = pl__recorded_code(c, rec);
+    if (type != PL_STEP_ACTION_CALL)
+        code = c->def->code_version;
+    char *is = type ? pl__asprintf("appends %s by '%s' %s",
+                                   pl_step_type_name(type), actor,
+                                   now ? now : "?")
+                    : NULL;
+    int st = pl__run_fail(
+        r, PL_ENONDET,
+        "non-determinism in run %s, invocation %s, step %u (id %s:%u): the "
+        "ledger records %s by '%.*s' %s (code %s); the policy now %s (code "
+        "%s)",
+        r->id, c->path, c->next_seq, c->path, c->next_seq,
+        pl_step_type_name(rec->type), (int)rec->actor_len, rec->actor,
+        was ? was : "?", rcode ? rcode : "-",
+        type ? (is ? is : "appends another step") : "ends there",
+        code ? code : "-");
+    free(was);
+    free(rcode);
+    free(is);
+    return st;
+}
+
 static int nondet(pl_ctx *c, const pl__rec *rec, pl_step_type type,
                   const char *actor, const uint8_t *mp, size_t mp_len,
                   const char *code)
 {
-    pl__run *r = c->run;
     if (!rec_intact(c))
-        return pl__run_fail(r, PL_ECORRUPT,
-                            "run %s: step %s:%u changed in "
-                            "the store: the step after it "
-                            "does not link to it",
-                            r->id, c->path, c->next_seq);
+        return changed_in_store(c);
     pl__diverged(c, rec, type, actor, mp, mp_len, code);
-    char *was = pl__payload_text(rec->payload, rec->payload_len, 200);
     char *now = pl__payload_text(mp, mp_len, 200);
-    int st = pl__run_fail(
-        r, PL_ENONDET,
-        "non-determinism in run %s, invocation %s, step %u (id %s:%u): the "
-        "ledger records %s by '%.*s' %s (code %.*s); the policy now appends "
-        "%s by '%s' %s (code %s)",
-        r->id, c->path, c->next_seq, c->path, c->next_seq,
-        pl_step_type_name(rec->type), (int)rec->actor_len, rec->actor,
-        was ? was : "?", rec->code ? (int)rec->code_len : 1,
-        rec->code ? rec->code : "-", pl_step_type_name(type), actor,
-        now ? now : "?", code ? code : "-");
-    free(was);
+    int st = nondet_text(c, rec, type, actor, now, code);
     free(now);
     return st;
+}
+
+int pl__inv_nondet_result(pl_ctx *c, const pl__rec *rec, const char *callee,
+                          uint32_t call_seq)
+{
+    if (!rec_intact(c))
+        return changed_in_store(c);
+    pl__diverged(c, rec, PL_STEP_ACTION_RESULT, callee, NULL, 0, NULL);
+    char now[PL__PATH_MAX + 48];
+    snprintf(now, sizeof now, "(the result of the action_call at %s:%u)",
+             c->path, call_seq);
+    return nondet_text(c, rec, PL_STEP_ACTION_RESULT, callee, now,
+                       c->def->code_version);
+}
+
+/* An invocation that ends must have used up its recorded steps. */
+int pl__inv_finish(pl_ctx *c)
+{
+    const pl__rec *rec;
+    int st = pl__inv_peek(c, &rec);
+    if (st || !rec)
+        return st;
+    pl__diverged(c, rec, 0, NULL, NULL, 0, NULL);
+    return nondet_text(c, rec, 0, NULL, NULL, NULL);
 }
 
 /*

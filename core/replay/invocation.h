@@ -37,6 +37,12 @@ PL__HIDDEN int pl__inv_append_written(pl_ctx *c, pl_step_type type,
 /* Append the seed steps that open a new ledger. */
 PL__HIDDEN int pl__inv_append_seed(pl_ctx *c,
                                    const pl_steps *seed) PL__MUST_CHECK;
+/* The recorded step @p rec stands where the result of the action_call at
+ * @p call_seq to @p callee belongs: non-determinism, failing the run with
+ * the message every divergence has (both steps, the code behind each). */
+PL__HIDDEN int pl__inv_nondet_result(pl_ctx *c, const pl__rec *rec,
+                                     const char *callee,
+                                     uint32_t call_seq) PL__MUST_CHECK;
 /* The invocation ends: it must have used up its recorded steps. */
 PL__HIDDEN int pl__inv_finish(pl_ctx *c) PL__MUST_CHECK;
 /* The hash of the invocation's last step, once it is live. */

@@ -373,6 +373,10 @@ const pl_policy_def *pl_registry_at(const pl_registry *reg, size_t i);
  *         return pl_registry_add_fn(reg, "charge", charge, NULL);
  *     }
  *
+ * A C++ plugin catches every exception in its policies and its entry
+ * point, returning a status: one that escapes into this C library ends
+ * the process (std::terminate()), its run left as a crash leaves it.
+ *
  * Build it with `cc -shared -fPIC` (or c++) and link it against the shared
  * libpolicyledger.  The program that loads it must link the shared library
  * too: see VERSIONS AND THE ABI above.
@@ -413,7 +417,9 @@ typedef int (*pl_plugin_init_fn)(pl_registry *reg);
  * Load a plugin and register its policies in @p reg: all of them, or (on
  * any failure) none, leaving @p reg exactly as it was.
  *
- * The shared object stays loaded until @p reg is freed.  Every policy it
+ * The shared object stays loaded until @p reg is freed, which releases
+ * the data its policies own (pl_registry_add_owned(): the release may be
+ * the plugin's own function) before it unloads it.  Every policy it
  * registers without a code_version gets the plugin's code identity:
  * "build-id:<hex>" from its GNU build-id note, or "sha256:<hex>" of the
  * file's bytes when it has none.  So a run's action_calls say which build

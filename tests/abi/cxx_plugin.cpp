@@ -3,9 +3,14 @@
  * and default visibility from the header's declarations.
  *
  *   cxx_greet  {"name": N} -> {"greeting": "hello, N"}
+ *   cxx_catch  throws, catches its exception and fails with PL_EPOLICY,
+ *              as a C++ policy must
+ *   cxx_throw  lets its exception leave the policy (which the guide says
+ *              ends the process, the run left as a crash leaves it)
  */
 #include <policyledger.h>
 
+#include <stdexcept>
 #include <string>
 
 PL_PLUGIN_DECLARE;
@@ -25,6 +30,24 @@ int greet(pl_ctx *, const pl_action *a, pl_steps *out, void *)
     return st;
 }
 
+void charge_card() { throw std::runtime_error("card declined"); }
+
+int catches(pl_ctx *, const pl_action *, pl_steps *, void *)
+{
+    try {
+        charge_card();
+        return PL_OK;
+    } catch (const std::exception &) {
+        return PL_EPOLICY;
+    }
+}
+
+int throws(pl_ctx *, const pl_action *, pl_steps *, void *)
+{
+    charge_card();
+    return PL_OK;
+}
+
 } // namespace
 
 int pl_plugin_init(pl_registry *reg)
@@ -33,5 +56,10 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "cxx_greet";
     d.fn = greet;
     d.description = "Greets by name.";
-    return pl_registry_add(reg, &d);
+    int st = pl_registry_add(reg, &d);
+    if (!st)
+        st = pl_registry_add_fn(reg, "cxx_catch", catches, nullptr);
+    if (!st)
+        st = pl_registry_add_fn(reg, "cxx_throw", throws, nullptr);
+    return st;
 }

@@ -5,7 +5,8 @@
  *     (policyledger_prev.h) work with today's library, which reads no
  *     further than each struct's own version;
  *   - a plugin in C++, and one built with -fvisibility=hidden, load and
- *     run;
+ *     run; an exception a C++ policy lets escape ends the process, the
+ *     run left as after a crash;
  *   - the library's version and ABI are the shared library's name;
  *   - a plugin built for another ABI is refused, naming both versions;
  *   - every versioned struct is refused at version 0 and past the current
@@ -22,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "old_host.h"
 
@@ -142,6 +145,73 @@ Test(abi, a_cxx_plugin_loads_and_runs)
     cr_expect_str_eq(d->description, "Greets by name.");
     expect_result(reg, "cxx_greet", "{\"name\": \"ada\"}",
                   "{\"greeting\":\"hello, ada\"}");
+    pl_registry_free(reg);
+}
+
+static pl_outcome *run_in(pl_engine *e, const char *policy, const char *id)
+{
+    pl_action a = PL_ACTION_INIT;
+    a.policy = policy;
+    a.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    return o;
+}
+
+static int fixed(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx;
+    (void)a;
+    (void)user;
+    return pl_steps_add_resultf(out, "{s:b}", "fixed", 1);
+}
+
+/* Plugins, versions and the ABI: a C++ policy catches its exceptions and
+ * returns a status; one that lets an exception escape ends the process
+ * (std::terminate: the library is C and passes none on), and its run is
+ * left as a crash leaves it, continued by the next process. */
+Test(abi, an_exception_must_not_leave_a_cxx_policy)
+{
+    pl_registry *reg = loaded("plugin_cxx");
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    pl_outcome *o = run_in(e, "cxx_catch", "caught");
+    cr_expect_eq(o->status, PL_RUN_FAILED);
+    cr_expect_eq(o->error, PL_EPOLICY);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        if (pl_engine_open(&e, store(), reg, NULL) == PL_OK)
+            pl_outcome_free(run_in(e, "cxx_throw", "thrown"));
+        _exit(0); /* not reached: the exception ends the process */
+    }
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_expect(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT, "status %#x", ws);
+    pl_registry_free(reg);
+
+    /* the fixed build finishes it */
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "cxx_throw", fixed, NULL), PL_OK);
+    cr_assert_eq(pl_engine_open(&e, store(), reg, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "thrown"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ri->status, PL_RUN_RUNNING);
+    pl_run_info_free(ri);
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "thrown", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason ? o->reason : "");
+    pl_outcome_free(o);
+    pl_engine_close(e);
     pl_registry_free(reg);
 }
 

@@ -11,8 +11,11 @@
  *   FAIL_ODD          fails with 42, which is not a pl_status
  *   UNDEFINED         calls a function no library defines
  *   CRASH_INIT        dies of SIGSEGV in pl_plugin_init
+ *   OWNED             "p_echo" holds data of its own, released by a
+ *                     function of the plugin's (pl_registry_add_owned())
  */
 #include <signal.h>
+#include <stdlib.h>
 
 #include <policyledger.h>
 
@@ -55,6 +58,16 @@ static int root(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 extern const pl_policy_fn sample_policies[2];
 const pl_policy_fn sample_policies[2] = {echo, root};
 
+#ifdef OWNED
+/* Code of the plugin's own: the registry calls it when it is freed. */
+static void release_data(void *user)
+{
+    int *data = user;
+    *data = 0;
+    free(data);
+}
+#endif
+
 #ifndef NO_ENTRY
 int pl_plugin_init(pl_registry *reg);
 
@@ -64,7 +77,18 @@ int pl_plugin_init(pl_registry *reg)
     d.name = PREFIX "echo";
     d.fn = echo;
     d.description = "Returns its payload.";
+#ifdef OWNED
+    int *data = malloc(sizeof *data);
+    if (!data)
+        return PL_ENOMEM;
+    *data = 7;
+    d.user = data;
+    int st = pl_registry_add_owned(reg, &d, release_data);
+    if (st)
+        free(data);
+#else
     int st = pl_registry_add(reg, &d);
+#endif
 #ifdef CRASH_INIT
     raise(SIGSEGV); /* as a stray pointer would */
     return st;

@@ -261,6 +261,9 @@ Test(plugin, an_entry_point_that_fails)
                    "entry point failed with PL_EINVAL");
     expect_refused(plugin("plugin_fail_odd"), PL_EPLUGIN,
                    "a status that is not a pl_status");
+    /* neither set a message of its own: none is made up ("no error") */
+    cr_expect(!strstr(pl_errmsg(), "no error"), "%s", pl_errmsg());
+    cr_expect(!strstr(pl_errmsg(), "("), "%s", pl_errmsg());
 }
 
 Test(plugin, bad_arguments)
@@ -303,4 +306,21 @@ Test(plugin, an_llm_policy_registered_by_a_plugin_outlives_its_loading)
     cJSON_Delete(p);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* Data a plugin's policy owns is released by the plugin's own code, so it
+ * runs before the object is unloaded, and a run of the policy still finds
+ * it (several plugins, and the registry freed after an engine used it). */
+Test(plugin, a_plugin_releases_its_own_data_before_it_is_unloaded)
+{
+    pl_registry *reg = NULL;
+    cr_assert_eq(pl_registry_new(&reg), PL_OK);
+    cr_assert_eq(pl_plugin_load(reg, plugin("plugin_owned")), PL_OK, "%s",
+                 pl_errmsg());
+    cr_assert_eq(pl_plugin_load(reg, plugin("plugin_good")), PL_OK, "%s",
+                 pl_errmsg());
+    const pl_policy_def *d = pl_registry_find(reg, "w_echo");
+    cr_assert(d && d->user);
+    cr_expect_eq(*(const int *)d->user, 7);
+    pl_registry_free(reg); /* calls the plugin's release, then unloads it */
 }
