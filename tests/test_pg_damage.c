@@ -60,3 +60,43 @@ Test(pg_damage, a_gap_in_a_ledger_ends_a_walk_and_an_export)
     pl_registry_free(reg);
     free(uri);
 }
+
+/*
+ * A store missing one of its tables (dropped with SQL) is a damaged store:
+ * PL_ECORRUPT whether opened for writing or read-only, as the header
+ * says, and nothing is created in it.  A read-only open asked only for
+ * the identity and the format: it went on to prepare its statements and
+ * failed with PL_ESTORE, a store that did not answer, naming SQL.
+ */
+Test(pg_damage, a_store_missing_a_table_is_corrupt_read_only_too)
+{
+    static const char *const tables[] = {"runs", "state", "steps"};
+    pl_registry *reg = t_registry();
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char schema[32], sql[160];
+        snprintf(schema, sizeof schema, "d_table_%s", tables[i]);
+        char *uri = t_pg_store_uri(schema);
+        pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+        pl_outcome_free(t_start(e, "echo", "{}", "r"));
+        pl_engine_close(e);
+        snprintf(sql, sizeof sql, "DROP TABLE %s.%s", schema, tables[i]);
+        pg_admin_exec(sql);
+        for (int ro = 0; ro < 2; ro++) {
+            pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+            o.read_only = ro;
+            e = NULL;
+            cr_expect_eq(pl_engine_open(&e, uri, reg, &o), PL_ECORRUPT,
+                         "%s dropped, %s: %s", tables[i],
+                         ro ? "read-only" : "writable", pl_errmsg());
+            cr_expect_null(e);
+            pl_engine_close(e);
+        }
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM pg_tables WHERE schemaname = '%s' "
+                 "AND tablename = '%s'",
+                 schema, tables[i]);
+        cr_expect_eq(t_pg_number(sql), 0, "nothing was created");
+        free(uri);
+    }
+    pl_registry_free(reg);
+}
