@@ -77,14 +77,16 @@ static int read_line(reader *r)
 {
     pl__buf_reset(&r->line);
     r->no++;
-    bool nul = false;
     int c;
     while ((c = getc(r->in)) != EOF && c != '\n') {
         if (r->line.len >= LINE_MAX_BYTES)
             return pl__err(PL_ELIMIT, "line %lu: longer than %zu bytes", r->no,
                            LINE_MAX_BYTES);
+        /* at once: a stream of zeros (/dev/zero) is refused at its first
+         * byte, not after 64 MiB read */
+        if (!c)
+            return pl__err(PL_EJSON, "line %lu: holds a NUL byte", r->no);
         uint8_t b = (uint8_t)c;
-        nul = nul || !b;
         if (pl__buf_append(&r->line, &b, 1))
             return pl__err(PL_ENOMEM, "out of memory");
     }
@@ -101,8 +103,6 @@ static int read_line(reader *r)
                        "truncated",
                        r->no);
     }
-    if (nul)
-        return pl__err(PL_EJSON, "line %lu: holds a NUL byte", r->no);
     if (pl__buf_append(&r->line, "", 1))
         return pl__err(PL_ENOMEM, "out of memory");
     r->line.len--;
