@@ -242,6 +242,8 @@ struct pl_engine {
     pthread_t renewer;
     bool renewing, renew_stop; /* under mu */
     atomic_int worker_stop;    /* pl_worker_stop() */
+    atomic_int workers;        /* pl_worker_run() calls under way: the
+                                  last to return consumes the stop */
 
     /* retention (retention.c) */
     uint64_t retain_ms;   /* pl_engine_options.retain_ms: 0 = none */

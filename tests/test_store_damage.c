@@ -352,6 +352,13 @@ Test(store, continue_fails_clearly_on_an_unreadable_record)
     pl_registry_free(reg);
 }
 
+static int count_steps(const pl_step *s, void *user)
+{
+    (void)s;
+    ++*(int *)user;
+    return 0;
+}
+
 Test(store, verify_detects_deleted_steps)
 {
     const char *path = t_store_path();
@@ -374,6 +381,22 @@ Test(store, verify_detects_deleted_steps)
     cr_assert_eq(pl_run_ledger(&l, e, "holes", "0"), PL_ECORRUPT,
                  "a ledger with a gap is not read as if whole");
     cr_assert_null(l);
+    /* nor walked or exported as if whole (an export the import then
+     * refused, as if the export had been changed) */
+    int n = 0;
+    cr_assert_eq(pl_run_walk(e, "holes", count_steps, &n), PL_ECORRUPT,
+                 "a walk passed over the missing step");
+    cr_assert(strstr(pl_errmsg(), "missing step 3") != NULL, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_walk_from(e, "holes", "0:1", count_steps, &n),
+                 PL_ECORRUPT);
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    cr_assert_eq(pl_run_export(e, "holes", f), PL_ECORRUPT,
+                 "an export passed over the missing step");
+    fclose(f);
+    /* from past the gap there is none to see */
+    cr_assert_eq(pl_run_walk_from(e, "holes", "0:4", count_steps, &n), PL_OK,
+                 "%s", pl_errmsg());
     pl_outcome *o = NULL;
     int st = pl_run_continue(&o, e, "holes", NULL);
     int err = st ? st : o->error;

@@ -224,6 +224,7 @@ int pl_engine_open(pl_engine **out, const char *path,
                        strerror(cerr));
     }
     atomic_init(&e->worker_stop, 0);
+    atomic_init(&e->workers, 0);
     atomic_init(&e->wait_in_place_ms, -1);
     e->reg = registry;
     e->durability = opts->durability;

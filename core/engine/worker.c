@@ -466,6 +466,7 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
     pthread_t *th = calloc(n, sizeof *th);
     if (!th)
         return pl__err(PL_ENOMEM, "out of memory");
+    atomic_fetch_add(&e->workers, 1);
     pthread_mutex_init(&w.mu, NULL);
     int st = PL_OK;
     unsigned started = 0;
@@ -487,7 +488,11 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         work(&w);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    atomic_store(&e->worker_stop, 0); /* the stop is consumed */
+    /* the stop is consumed once every worker of the engine has seen it:
+     * the first to return would otherwise take it back from the others,
+     * one of which may be in a call, to look at it before its next */
+    if (atomic_fetch_sub(&e->workers, 1) == 1)
+        atomic_store(&e->worker_stop, 0);
     if (!st && w.fatal) {
         pl__errmsg_restore(w.fatal_msg);
         st = w.fatal;

@@ -68,7 +68,53 @@ typedef struct walk_ctx {
     pl__kvs hold;
     const uint8_t *from; /* the first key visited, or NULL */
     size_t from_len;
+    /* the ledgers on the path to the last step visited, of depths below
+     * `open`: that of depth d is the ledger of comps[0..d-1], and if
+     * seen[d], its next step is next[d]; a step that is not that one
+     * means steps are missing */
+    unsigned open;
+    uint32_t comps[PL_MAX_DEPTH];
+    uint32_t next[PL_MAX_DEPTH + 1];
+    bool seen[PL_MAX_DEPTH + 1];
+    /* a walk from a step: the ledger of that step, which the walk, and
+     * the ledgers above it, enter part way rather than at step 0 */
+    unsigned from_depth;
+    uint32_t from_comps[PL_MAX_DEPTH];
 } walk_ctx;
+
+/* Whether step @p seq of ledger @p path (@p comps, @p depth) is the one
+ * that comes next in its ledger: no step of a ledger is passed over in
+ * silence (pl_run_ledger() and pl_run_verify() refuse a gap too). */
+static int walk_gapless(walk_ctx *w, const uint32_t *comps, unsigned depth,
+                        uint32_t seq, const char *path)
+{
+    /* the ledgers still on the path: those the two steps share */
+    unsigned keep = 0;
+    if (w->open) {
+        unsigned lim = depth < w->open - 1 ? depth : w->open - 1;
+        while (keep < lim && w->comps[keep] == comps[keep])
+            keep++;
+        keep++;
+    }
+    for (unsigned d = keep; d < depth; d++)
+        w->seen[d] = false; /* entered below a step not visited */
+    bool same = depth < keep && w->seen[depth];
+    /* a ledger met first: from step 0, but for those a walk from a step
+     * enters part way */
+    size_t n = depth * sizeof *comps;
+    bool part = w->from && depth <= w->from_depth &&
+                memcmp(w->from_comps, comps, n) == 0;
+    if (same ? seq != w->next[depth] : seq != 0 && !part)
+        return pl__err(PL_ECORRUPT,
+                       "run '%s': ledger %s is missing step %u (found step "
+                       "%u next)",
+                       w->id, path, same ? w->next[depth] : 0, seq);
+    memcpy(w->comps, comps, n);
+    w->next[depth] = seq + 1;
+    w->seen[depth] = true;
+    w->open = depth + 1;
+    return PL_OK;
+}
 
 /* Key order: bytes, then length (a ledger's prefix before its steps). */
 static int key_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
@@ -88,8 +134,11 @@ static int walk_rec(const uint8_t *key, size_t klen, const uint8_t *val,
         return pl__err(PL_ECORRUPT, "run '%s' has a malformed step key", w->id);
     char path[PL__PATH_MAX];
     pl__path_format(path, comps, depth);
+    int st = walk_gapless(w, comps, depth, seq, path);
+    if (st)
+        return st;
     pl__rec rec;
-    int st = pl__rec_decode_lazy(&rec, val, vlen);
+    st = pl__rec_decode_lazy(&rec, val, vlen);
     if (!st && rec.seq != seq)
         st = pl__err(PL_ECORRUPT, "the record says step %u", rec.seq);
     if (!st && rec.mirrored)
@@ -213,6 +262,10 @@ int pl_run_walk_from(pl_engine *e, const char *run_id, const char *from_step,
         pl__put_be64(after, num);
         w.from = key;
         w.from_len = klen;
+        uint64_t run;
+        uint32_t seq;
+        if (!pl__key_parse(key, klen, &run, w.from_comps, &w.from_depth, &seq))
+            return pl__err(PL_EINVAL, "bad step id '%s'", from_step);
     }
     st = pl__scan_run(e, run_id, num, after, after_len, walk_rec, &w);
     pl__kvs_free(&w.hold);

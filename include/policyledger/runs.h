@@ -391,7 +391,10 @@ typedef int (*pl_step_visit_fn)(const pl_step *step, void *user);
  * steps, each followed by the ledgers of the calls it made.  Each step key
  * sorts after the one before: a key out of order (a changed key) ends the
  * walk with PL_ECORRUPT naming the run and the steps, and no step is
- * visited twice.
+ * visited twice.  Each ledger's steps follow one another from step 0: a
+ * step missing (a gap) ends the walk with PL_ECORRUPT naming the ledger
+ * and the step, as pl_run_ledger() refuses it, after the steps before it
+ * were visited.
  * @return PL_OK, the visitor's non-zero value, or an error as pl_run_ledger().
  */
 int pl_run_walk(pl_engine *engine, const char *run_id, pl_step_visit_fn visit,

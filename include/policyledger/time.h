@@ -354,8 +354,9 @@ int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
  * let the calls under way finish, hand their runs back to the queue before
  * their next call, and return.  Async-signal-safe (it
  * sets a flag), so it may be called from a SIGTERM or SIGINT handler.  The
- * request is consumed when pl_worker_run() returns; a stop asked before it
- * starts makes it return at once.  NULL does nothing.
+ * request is consumed when the last pl_worker_run() under way on the engine
+ * returns (each of them stops); a stop asked before one starts makes it
+ * return at once.  NULL does nothing.
  */
 void pl_worker_stop(pl_engine *engine);
 

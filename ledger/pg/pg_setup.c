@@ -167,7 +167,8 @@ static int setup_sql(const pl__pg_store *s, char **out,
 
 /* Whether the schema is current (CURRENT above), in one SELECT: false
  * for anything but a yes, an error included.  A read-only open: whether
- * the store is ours and of format 2. */
+ * the store is ours, of format 2, and has the tables every store has (a
+ * table gone is a damaged store, which identify() then says). */
 static bool current(pl__pg_store *s, PGconn *c, const char *id)
 {
     const char *n = s->schema;
@@ -175,8 +176,11 @@ static bool current(pl__pg_store *s, PGconn *c, const char *id)
         s->read_only
             ? pl__asprintf("SELECT coalesce((SELECT v FROM \"%s\".meta WHERE "
                            "k = 'identity') = %lld AND (SELECT v FROM "
-                           "\"%s\".meta WHERE k = 'format') = %d, false)",
-                           n, IDENTITY, n, FORMAT)
+                           "\"%s\".meta WHERE k = 'format') = %d AND "
+                           "to_regclass('\"%s\".runs') IS NOT NULL AND "
+                           "to_regclass('\"%s\".state') IS NOT NULL AND "
+                           "to_regclass('\"%s\".steps') IS NOT NULL, false)",
+                           n, IDENTITY, n, FORMAT, n, n, n)
             : pl__asprintf(
                   "SELECT coalesce((SELECT v FROM \"%s\".meta WHERE k = "
                   "'identity') = %lld AND (SELECT v FROM \"%s\".meta WHERE k "
@@ -238,8 +242,9 @@ static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
     if (!marked)
         return pl__err(PL_ECORRUPT,
                        "schema %s of '%s' holds another program's tables "
-                       "(or a store whose identity is damaged), not a "
-                       "policyledger store: nothing was created in it",
+                       "(or a damaged store: its identity, or one of its "
+                       "tables, gone), not a policyledger store: nothing "
+                       "was created in it",
                        s->schema, s->path);
     return PL_OK;
 }
