@@ -297,7 +297,8 @@ typedef struct pl_engine_options {
  *         store there, with no_create or read_only);
  *         PL_EACCES (the store cannot be written: a read-only file
  *         system or no permission; open it with read_only to read it);
- *         PL_ENOSPC; PL_ESTORE; PL_ENOMEM.
+ *         PL_ENOSPC; PL_EMAPFULL (map_size_max too small for a new
+ *         store's databases); PL_ESTORE; PL_ENOMEM.
  */
 int pl_engine_open(pl_engine **out, const char *path,
                    const pl_registry *registry,
