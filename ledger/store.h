@@ -62,6 +62,7 @@
  *     pg_sched.c     schedules (SCHEDULES below)
  *     pg_time.c      timers and inboxes (TIMERS below)
  *     pg_wake.c      due timers' runs taken in batches (pl__store_take_dues())
+ *     pg_wait.c      every statement's answer waited for with a bound
  *     pg_cache.c     the runs this process parked, for a signal that continues one
  *     pg_fork.c      the open stores across fork(), the process's id
  *     pg_flow.c      the queue's order, concurrency keys, rate budgets

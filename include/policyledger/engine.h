@@ -278,7 +278,13 @@ typedef struct pl_engine_options {
  *                      file is PATH-lock); or a postgresql:// (postgres://)
  *                      connection URI, which opens a PostgreSQL store in
  *                      the schema its `schema=NAME` parameter names
- *                      (default "policyledger"), creating it if needed.
+ *                      (default "policyledger"), creating it if needed;
+ *                      `answer_timeout_ms=N` bounds each statement's wait
+ *                      for the server's answer (0 or absent: 30000; at
+ *                      most 86400000): a server that stops answering fails
+ *                      the call with PL_ESTORE ("did not answer in N ms")
+ *                      and the connection is dropped.  libpq's
+ *                      connect_timeout is 30 s unless the URI sets one.
  *                      A URI libpq cannot parse, or a bad schema name,
  *                      is PL_EINVAL before any connection.  A library
  *                      built without PostgreSQL (PL_WITH_POSTGRESQL=OFF)

@@ -6,7 +6,10 @@
  *
  * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
  * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
- * up to 63 bytes, no pg_; default `policyledger`), cut before libpq sees it.
+ * up to 63 bytes, no pg_; default `policyledger`) and `answer_timeout_ms=N`
+ * (how long a statement waits for the server's answer, pg_wait.c: 1 to
+ * 86,400,000; 0 or absent, 30,000), cut before libpq sees them.  libpq's
+ * connect_timeout is 30 s unless the URI sets it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
  * the first open (pg_setup.c).  Keys are bytea, which PostgreSQL orders
@@ -129,7 +132,7 @@ int pl__pg_plans_get(pl__pg_store *s, uint64_t *custom, uint64_t *generic)
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    PGresult *r = pl__pg_exec(c,
+    PGresult *r = pl__pg_exec(s, c,
                               "SELECT coalesce(sum(custom_plans), 0)::bigint, "
                               "coalesce(sum(generic_plans), 0)::bigint FROM "
                               "pg_prepared_statements",
@@ -198,6 +201,13 @@ int pl__pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
                const char *what)
 {
     char buf[512];
+    if (pl__pg_stalled(c))
+        return pl__err(PL_ESTORE,
+                       "store '%s': %s: the server did not answer in %d ms "
+                       "(answer_timeout_ms); the connection was dropped: "
+                       "nothing of this call was committed unless it was "
+                       "reported so, and the next call reconnects",
+                       s->path, what, s->answer_ms);
     if (pl__pg_lost(c))
         return pl__err(PL_ESTORE,
                        "store '%s': %s: the connection to the server was "
@@ -294,10 +304,17 @@ static int conn_open(pl__pg_store *s, PGconn **out)
         return st;
     }
     PQsetNoticeProcessor(c, quiet, NULL);
-    PGresult *r = PQexec(c, s->read_only
-                                ? "SET default_transaction_read_only = on"
-                            : s->nosync ? "SET synchronous_commit = off"
-                                        : "SET synchronous_commit = on");
+    pl__pg_stall_forget(c);
+    if (PQsetnonblocking(c, 1) != 0) { /* pg_wait.c */
+        int st = pl__pg_err(s, c, NULL, "setting non-blocking mode");
+        PQfinish(c);
+        return st;
+    }
+    PGresult *r = pl__pg_last(
+        s, c,
+        PQsendQuery(c, s->read_only ? "SET default_transaction_read_only = on"
+                       : s->nosync  ? "SET synchronous_commit = off"
+                                    : "SET synchronous_commit = on"));
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         int st = pl__pg_err(s, c, r, "setting synchronous_commit");
         PQclear(r);
@@ -370,12 +387,13 @@ void pl__pg_conn_put(pl__pg_store *s, PGconn *c)
 }
 
 /* Run one statement with binary parameters and results. */
-PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
+PGresult *pl__pg_exec(const pl__pg_store *s, PGconn *c, const char *sql, int n,
                       const char *const *vals, const int *lens)
 {
     int fmts[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     pl__pg_count(1, 1);
-    return PQexecParams(c, sql, n, NULL, vals, lens, fmts, 1);
+    return pl__pg_last(s, c,
+                       PQsendQueryParams(c, sql, n, NULL, vals, lens, fmts, 1));
 }
 
 /* Lease, timer and inbox statements answer in text (pg_lease.c and
@@ -395,10 +413,13 @@ PGresult *pl__pg_exec_q(pl__pg_store *s, PGconn *c, int which, int n,
     char name[16];
     const char *sql = pl__pg_q(s, c, which, name);
     if (!name[0])
-        r = PQexecParams(c, sql, n, NULL, vals, lens, fmts,
-                         result_format(which));
+        r = pl__pg_last(s, c,
+                        PQsendQueryParams(c, sql, n, NULL, vals, lens, fmts,
+                                          result_format(which)));
     else
-        r = PQexecPrepared(c, name, n, vals, lens, fmts, result_format(which));
+        r = pl__pg_last(s, c,
+                        PQsendQueryPrepared(c, name, n, vals, lens, fmts,
+                                            result_format(which)));
     pl__pg_count_wait(t0);
     return r;
 }
@@ -426,7 +447,7 @@ static int pipeline_sync(pl__pg_store *s, PGconn *c, size_t n,
         return pl__pg_err(s, c, NULL, what);
     int st = PL_OK;
     for (size_t i = 0; i < n; i++) {
-        PGresult *r = PQgetResult(c);
+        PGresult *r = pl__pg_next(s, c);
         if (!r)
             return st ? st : pl__pg_err(s, c, NULL, what);
         /* after an error, the server skips the rest until the Sync */
@@ -435,14 +456,14 @@ static int pipeline_sync(pl__pg_store *s, PGconn *c, size_t n,
         PQclear(r);
         if (pl__pg_lost(c))
             return st ? st : pl__pg_err(s, c, NULL, what);
-        if ((r = PQgetResult(c))) { /* the NULL that ends each statement's */
+        if ((r = pl__pg_next(s, c))) { /* the NULL that ends each statement's */
             PQclear(r);
             return st ? st
                       : pl__err(PL_ESTORE, "store '%s': %s: out of step",
                                 s->path, what);
         }
     }
-    PGresult *r = PQgetResult(c);
+    PGresult *r = pl__pg_next(s, c);
     ExecStatusType es = PQresultStatus(r);
     PQclear(r);
     if (es != PGRES_PIPELINE_SYNC)
@@ -479,7 +500,7 @@ int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                    const char *what)
 {
     pl__pg_count(1, 1);
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = pl__pg_last(s, c, PQsendQuery(c, sql));
     int st = PQresultStatus(r) == PGRES_COMMAND_OK ? PL_OK
                                                    : pl__pg_err(s, c, r, what);
     PQclear(r);
@@ -548,6 +569,22 @@ static int check_conninfo(const pl__pg_store *s, const char *conninfo)
     return st;
 }
 
+/* answer_timeout_ms=N (see URI above): 0 is the default. */
+static int answer_ms(pl__pg_store *s, const char *v, size_t n)
+{
+    unsigned long ms = 0;
+    size_t i = 0;
+    for (; i < n && i < 9 && v[i] >= '0' && v[i] <= '9'; i++)
+        ms = ms * 10 + (unsigned long)(v[i] - '0');
+    if (!n || i != n || ms > ANSWER_MS_MAX)
+        return pl__err(PL_EINVAL,
+                       "store '%s': answer_timeout_ms must be a number of "
+                       "milliseconds from 0 (the default, %d) to %d",
+                       s->path, ANSWER_MS_DEFAULT, ANSWER_MS_MAX);
+    s->answer_ms = ms ? (int)ms : ANSWER_MS_DEFAULT;
+    return PL_OK;
+}
+
 /*
  * Split schema=NAME off the URI's query string, and give libpq a
  * connect_timeout unless the URI has one: a host that does not answer
@@ -558,13 +595,16 @@ static int parse_uri(pl__pg_store *s, const char *uri)
     const char *q = strchr(uri, '?');
     pl__buf ci = {0};
     const char *schema = SCHEMA_DEFAULT;
+    s->answer_ms = ANSWER_MS_DEFAULT;
     size_t schema_len = strlen(SCHEMA_DEFAULT);
     int st = pl__buf_append(&ci, uri, q ? (size_t)(q - uri) : strlen(uri));
     char sep = '?';
     for (const char *p = q ? q + 1 : NULL; !st && p && *p;) {
         const char *end = strchr(p, '&');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len >= 7 && memcmp(p, "schema=", 7) == 0) {
+        if (len >= 18 && memcmp(p, "answer_timeout_ms=", 18) == 0) {
+            st = answer_ms(s, p + 18, len - 18);
+        } else if (len >= 7 && memcmp(p, "schema=", 7) == 0) {
             schema = p + 7;
             schema_len = len - 7;
             if (!schema_ok(schema, schema_len))

@@ -37,7 +37,7 @@ int pl__pg_purge(pl__pg_store *s, size_t max_steps, size_t *removed, bool *more)
         "\"%s\".parked p WHERE NOT EXISTS (SELECT 1 FROM \"%s\".runs r "
         "WHERE r.num = p.run) LIMIT %zu)",
         s->schema, s->schema, s->schema, max_steps ? max_steps : 1);
-    PGresult *r = sql ? PQexec(c, sql) : NULL;
+    PGresult *r = sql ? pl__pg_last(s, c, PQsendQuery(c, sql)) : NULL;
     if (!sql)
         st = pl__err(PL_ENOMEM, "out of memory");
     else if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -79,7 +79,7 @@ int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c)
                              n, n, n, n);
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
-    PGresult *r = pl__pg_exec(c, sql, 0, NULL, NULL);
+    PGresult *r = pl__pg_exec(s, c, sql, 0, NULL, NULL);
     free(sql);
     int st = PQresultStatus(r) == PGRES_TUPLES_OK
                  ? PL_OK
@@ -135,7 +135,10 @@ int pl__pg_parked_sweep(pl__pg_store *s, PGconn *c)
             n, n, n);
         const char *vals[2] = {ended ? (const char *)runs.data : "{}",
                                ended ? (const char *)states.data : "{}"};
-        r = sql ? PQexecParams(c, sql, 2, NULL, vals, NULL, NULL, 0) : NULL;
+        r = sql ? pl__pg_last(s, c,
+                              PQsendQueryParams(c, sql, 2, NULL, vals, NULL,
+                                                NULL, 0))
+                : NULL;
         pl__pg_count(1, 1);
         if (!sql)
             st = pl__err(PL_ENOMEM, "out of memory");

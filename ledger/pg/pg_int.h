@@ -16,6 +16,7 @@
  *   | pg_time.c    | timers and inboxes                                 |
  *   | pg_wake.c    | waiting runs whose timers are due, taken in batches |
  *   | pg_delete.c  | deleted runs: tombstones read and expired          |
+ *   | pg_wait.c    | every answer waited for with a bound               |
  *
  * The store as a whole (its tables, commits, durability and connections)
  * is described at the top of pg_conn.c.  Nothing outside ledger/pg/
@@ -188,6 +189,10 @@ enum {
 #define Q_TEXT_FIRST L_ACQUIRE  /* those answering in text, not binary */
 #define Q_TEXT_LAST T_INBOX_READ
 
+/* answer_timeout_ms (pg_conn.c, URI): the default, the most */
+#define ANSWER_MS_DEFAULT 30000
+#define ANSWER_MS_MAX 86400000
+
 struct pl__pg_store {
     char *path;     /* as given, for messages */
     char *conninfo; /* the URI without schema= */
@@ -195,6 +200,7 @@ struct pl__pg_store {
     char *q[Q_N];   /* the statements, naming the schema */
     int n_prepared; /* q[0 .. n_prepared) are prepared on every
                           connection (0 until the schema is there) */
+    int answer_ms;  /* how long a statement waits for its answer */
     bool nosync;
     bool read_only; /* every write fails with PL_ESTATE */
     bool no_create; /* a missing schema is PL_ENOTFOUND */
@@ -257,7 +263,8 @@ PL__HIDDEN int pl__pg_conn_get(pl__pg_store *s, PGconn **out) PL__MUST_CHECK;
 /* Give a connection back: kept if it is sound and outside a transaction. */
 PL__HIDDEN void pl__pg_conn_put(pl__pg_store *s, PGconn *c);
 /* Run one statement with binary parameters and results. */
-PL__HIDDEN PGresult *pl__pg_exec(PGconn *c, const char *sql, int n,
+PL__HIDDEN PGresult *pl__pg_exec(const pl__pg_store *s, PGconn *c,
+                                 const char *sql, int n,
                                  const char *const *vals, const int *lens);
 /*
  * Run statement @p which (Q_*, L_* or T_*): prepared, or unprepared past
@@ -291,6 +298,21 @@ PL__HIDDEN int pl__pg_int_array(pl__buf *b, const uint64_t *v,
 /* Run a statement without parameters that returns no rows. */
 PL__HIDDEN int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
                               const char *what);
+
+/* ---- answers (pg_wait.c) ------------------------------------------------ */
+
+/* The next result of @p c (PQgetResult()), waited for at most
+ * s->answer_ms; NULL also when the bound passed: @p c is then cut (lost,
+ * and pl__pg_stalled()). */
+PL__HIDDEN PGresult *pl__pg_next(const pl__pg_store *s, PGconn *c);
+/* The last result of a statement sent (@p sent: what PQsend*() returned),
+ * as PQexec() gives it, each waited for with pl__pg_next(); NULL when it
+ * was not sent or the bound passed. */
+PL__HIDDEN PGresult *pl__pg_last(const pl__pg_store *s, PGconn *c, int sent);
+/* Whether this thread cut @p c at the bound. */
+PL__HIDDEN bool pl__pg_stalled(const PGconn *c);
+/* A new connection at @p c's address is not the one cut. */
+PL__HIDDEN void pl__pg_stall_forget(const PGconn *c);
 
 /* ---- leases (pg_lease.c) ------------------------------------------------- */
 

@@ -52,7 +52,7 @@ int pl__pg_reopen_pairs(pl__pg_store *s, bool *again)
     int st = pl__pg_conn_get(s, &c);
     if (st)
         return st;
-    PGresult *r = pl__pg_exec(c, s->q[Q_FORMAT], 0, NULL, NULL);
+    PGresult *r = pl__pg_exec(s, c, s->q[Q_FORMAT], 0, NULL, NULL);
     uint64_t f = 0;
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         st = pl__pg_err(s, c, r, "reading the format");

@@ -191,7 +191,7 @@ static bool current(pl__pg_store *s, PGconn *c, const char *id)
     if (!sql)
         return false;
     pl__pg_count(1, 1);
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = pl__pg_last(s, c, PQsendQuery(c, sql));
     free(sql);
     bool yes = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
                PQnfields(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
@@ -204,7 +204,7 @@ static bool current(pl__pg_store *s, PGconn *c, const char *id)
  * when it must exist. */
 static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
 {
-    PGresult *r = pl__pg_exec(c, s->q[Q_EXISTS], 0, NULL, NULL);
+    PGresult *r = pl__pg_exec(s, c, s->q[Q_EXISTS], 0, NULL, NULL);
     int st = PL_OK;
     bool empty = false, tables = false;
     /* results come in binary: a bigint, a bool */
@@ -232,7 +232,7 @@ static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
             IDENTITY, s->schema, s->schema);
         if (!sql)
             return pl__err(PL_ENOMEM, "out of memory");
-        r = pl__pg_exec(c, sql, 0, NULL, NULL);
+        r = pl__pg_exec(s, c, sql, 0, NULL, NULL);
         free(sql);
         /* a meta table of another shape is another program's */
         marked = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
@@ -253,7 +253,7 @@ static int identify(pl__pg_store *s, PGconn *c, bool must_exist)
 static int check_format(pl__pg_store *s, PGconn *c)
 {
     int st = PL_OK;
-    PGresult *r = pl__pg_exec(c, s->q[Q_FORMAT], 0, NULL, NULL);
+    PGresult *r = pl__pg_exec(s, c, s->q[Q_FORMAT], 0, NULL, NULL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         st = pl__pg_err(s, c, r, "reading the format");
     else if (PQntuples(r) != 1)
@@ -293,7 +293,7 @@ static int run_setup(pl__pg_store *s, PGconn *c, const char *ddl,
     if (!sql)
         return pl__err(PL_ENOMEM, "out of memory");
     pl__pg_count(1, 1);
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = pl__pg_last(s, c, PQsendQuery(c, sql));
     free(sql);
     int st = PL_OK;
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -305,7 +305,7 @@ static int run_setup(pl__pg_store *s, PGconn *c, const char *ddl,
         /* the statements after the error were not run: the transaction
          * BEGIN opened is left failed */
         if (PQtransactionStatus(c) == PQTRANS_INERROR)
-            r = PQexec(c, "ROLLBACK");
+            r = pl__pg_last(s, c, PQsendQuery(c, "ROLLBACK"));
         if (format && PQresultStatus(r) == PGRES_COMMAND_OK) {
             int fst = check_format(s, c);
             st = fst ? fst : st;
