@@ -199,6 +199,26 @@ static void read_runs(const live *l, int status[3], int error[3],
     pl_engine_close(e);
 }
 
+/* Whether a run of @p l is left running or queued (not ended). */
+static bool left_unended(const live *l)
+{
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    pl_engine *e = NULL;
+    if (pl_engine_open(&e, l->copy, l->reg, &o))
+        return false; /* read_runs() says what of it */
+    bool left = false;
+    for (int i = 0; i < l->n && !left; i++) {
+        pl_run_info *info = NULL;
+        if (pl_run_get(&info, e, g_ids[i]) == PL_OK)
+            left = info->status == PL_RUN_RUNNING ||
+                   info->status == PL_RUN_SUBMITTED;
+        pl_run_info_free(info);
+    }
+    pl_engine_close(e);
+    return left;
+}
+
 /* Both runs held at the gate of the drain @p kid: wait for their entries,
  * failing at once if the drain ended first, with its exit (a drain stopped
  * as idle before its first take, when that bound was IDLE_MS, once left
@@ -245,6 +265,17 @@ static bool held_drain(live *l, void (*damage)(live *, const void *),
     cr_assert(x == T_DRAIN_OK || x == T_DRAIN_RUN,
               "%s: the drain ended with %d%s", what, x,
               x == T_DRAIN_BUSY ? " (still busy after its bound)" : "");
+    if (damage && left_unended(l)) {
+        /* the drain stops after IDLE_MS without an event: on a loaded
+         * host held-c's take after held-a's end can come later than that,
+         * so what is left is drained once more, patiently (a lease the
+         * damage left held runs out first); a run left then is stuck */
+        int idle = 2 * (int)l->lease_ms + 1000;
+        x = t_flip_drain_end(t_flip_drain_start(l->copy, l->reg, idle, idle, 3,
+                                                l->lease_ms));
+        cr_assert(x == T_DRAIN_OK || x == T_DRAIN_RUN,
+                  "%s: the second drain ended with %d", what, x);
+    }
     static const char *const once[] = {"held-a-1", "held-a-2", "held-b-1",
                                        "held-b-2", "held-c-1", "held-c-2"};
     for (size_t i = 0; i < sizeof once / sizeof *once; i++)

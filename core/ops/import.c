@@ -794,10 +794,11 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         goto done;
     create.create_id = id;
     create.create_info = &new_info;
-    /* a queued run: its lease, held here until it is whole, then handed
-     * to the queue (a crash between leaves it to expire, and the run
-     * `failed`) */
-    bool queued = rs.status == PL_RUN_SUBMITTED;
+    /* a queued or a running run: its lease, held here until it is whole,
+     * then handed to the queue, so that a worker with its root policy
+     * takes it (a crash between leaves it to expire, and the run
+     * `failed`); without one no worker would ever take a running run */
+    bool queued = rs.status == PL_RUN_SUBMITTED || rs.status == PL_RUN_RUNNING;
     create.lease_owner = queued ? e->worker : NULL;
     create.lease_us = e->lease_us;
     if ((st = pl__engine_commit(e, &create)))
@@ -823,7 +824,7 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (st)
         goto done;
     /* the exported state, with no owner: a running run is left for
-     * pl_run_continue() */
+     * pl_run_continue() or a worker */
     rs.steps = w.steps;
     rs.heartbeat_us = pl__now_us();
     rs.owner_pid = 0;

@@ -574,8 +574,8 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  * reason, waiting with its timer (due at its wake time or deadline, as
  * the wait set it), submitted (queued again, for the first worker to
  * take; the export holds no priority or concurrency key, so it has
- * none), or running with no owner, for pl_run_continue() to
- * finish), and its inbox (events not yet consumed, a cancellation not yet
+ * none), or running with no owner, for pl_run_continue() or a worker
+ * with its root policy to finish), and its inbox (events not yet consumed, a cancellation not yet
  * seen), so that a waiting run continues there as it would have where it
  * came from (a waiting run with an inbox is due at once, to look).
  * pl_run_verify() passes on it.  A superseded or continued run keeps the
