@@ -361,13 +361,6 @@ Test(fork, a_suspended_run_forks_into_a_run_that_asks_again)
 }
 
 /* The worker's thread: pl_worker_run() until pl_worker_stop(). */
-static void *work(void *e)
-{
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.poll_ms = 10;
-    return (void *)(intptr_t)pl_worker_run(e, &wo);
-}
-
 /* A fork made where its root policy is not registered (a tool run without
  * the plugin) is left to a process that has it: a worker there takes it,
  * as it takes a run whose owner is gone, and it completes, its forked
@@ -391,15 +384,12 @@ Test(fork, a_fork_made_without_its_policy_is_taken_by_a_worker_with_it)
     pl_engine_close(e);
     pl_registry_free(bare);
     f.e = t_engine(f.path, f.reg, PL_DURABILITY_PROCESS);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, work, f.e), 0);
+    t_worker w;
+    t_worker_start(&w, f.e, 1);
     /* a bound, not a timing: the worker takes it at its first look */
     for (int i = 0; i < 6000 && status_of(f.e, "new") != PL_RUN_COMPLETED; i++)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
-    pl_worker_stop(f.e);
-    void *wst = NULL;
-    pthread_join(th, &wst);
-    cr_expect_eq((intptr_t)wst, PL_OK);
+    t_worker_stop(&w);
     cr_assert_eq(status_of(f.e, "new"), PL_RUN_COMPLETED, "%s",
                  pl_run_status_name(status_of(f.e, "new")));
     /* chain served (not run again), echo and outer run once more */

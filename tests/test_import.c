@@ -14,8 +14,6 @@
  */
 #include "support_import.h"
 
-#include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,13 +269,6 @@ Test(import, a_running_run_is_imported_ownerless_and_finished)
     t_cleanup();
 }
 
-static void *work(void *e)
-{
-    pl_worker_options wo = PL_WORKER_OPTIONS_INIT;
-    wo.poll_ms = 10;
-    return (void *)(intptr_t)pl_worker_run(e, &wo);
-}
-
 /* A running run imported where nobody asks for it by id (ledger-replay
  * --import, then workers) is taken by a worker, as a queued one is: it
  * was made with no lease, so no worker ever took it. */
@@ -296,15 +287,12 @@ Test(import, a_running_run_imported_is_taken_by_a_worker)
     char *id = NULL;
     cr_assert_eq(import_text(b, text, NULL, &id), PL_OK, "%s", pl_errmsg());
     int chains = t_calls.chain;
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, work, b), 0);
+    t_worker w;
+    t_worker_start(&w, b, 1);
     /* a bound, not a timing: the worker takes it at its first look */
     for (int i = 0; i < 6000 && status_of(b, "forked") != PL_RUN_COMPLETED; i++)
         nanosleep(&(struct timespec){0, 10000000L}, NULL);
-    pl_worker_stop(b);
-    void *wst = NULL;
-    pthread_join(th, &wst);
-    cr_expect_eq((intptr_t)wst, PL_OK);
+    t_worker_stop(&w);
     cr_assert_eq(status_of(b, "forked"), PL_RUN_COMPLETED, "%s",
                  pl_run_status_name(status_of(b, "forked")));
     cr_assert_eq(t_calls.chain, chains); /* served from the import */
