@@ -18,10 +18,15 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-/* The connection this thread cut at the bound last: pl__pg_err() says so. */
+/* The connection this thread cut at the bound last: pl__pg_err() says so.
+ * Only while it is broken: a connection another thread opened later at the
+ * same address (this one freed) is not the one cut. */
 static _Thread_local const PGconn *t_stalled;
 
-bool pl__pg_stalled(const PGconn *c) { return c && c == t_stalled; }
+bool pl__pg_stalled(const PGconn *c)
+{
+    return c && c == t_stalled && pl__pg_lost(c);
+}
 
 void pl__pg_stall_forget(const PGconn *c)
 {
@@ -65,7 +70,7 @@ static bool wait_ready(const pl__pg_store *s, PGconn *c)
 
 PGresult *pl__pg_next(const pl__pg_store *s, PGconn *c)
 {
-    if (pl__pg_stalled(c) && pl__pg_lost(c))
+    if (pl__pg_stalled(c))
         return NULL;
     return wait_ready(s, c) ? PQgetResult(c) : NULL;
 }
