@@ -102,10 +102,15 @@ static void fault(verify_ctx *v, const char *run, const char *msg)
     }
 }
 
-static void verify_one(verify_ctx *v, const char *id)
+/* Check run @p id; false when it is gone: deleted since it was listed
+ * (a prune, a retention rule in another process), which is neither a run
+ * checked nor a fault. */
+static bool verify_one(verify_ctx *v, const char *id)
 {
-    v->runs++;
     int st = pl_run_verify(v->e, id);
+    if (st == PL_ENOTFOUND)
+        return false;
+    v->runs++;
     if (st == PL_OK) {
         if (v->o->format == FMT_TEXT)
             printf("ok    run %s\n", cli_text(id));
@@ -116,11 +121,12 @@ static void verify_one(verify_ctx *v, const char *id)
                 v->oom = true;
             cJSON_Delete(ok);
         }
-        return;
+        return true;
     }
     char msg[1024];
     snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
     fault(v, id, msg);
+    return true;
 }
 
 /*
@@ -189,6 +195,10 @@ int cmd_verify(pl_engine *e, const opts *o)
         pl_run_info *ri = NULL;
         int st = pl_run_get(&ri, e, o->run);
         pl_run_info_free(ri);
+        /* a broken record is a fault too; a run deleted since it was
+         * read is no run */
+        if (!st || (st != PL_ENOTFOUND && st != PL_EINVAL))
+            st = verify_one(&v, o->run) ? PL_OK : PL_ENOTFOUND;
         if (st == PL_ENOTFOUND && cli_say_deleted(e, o->run)) {
             cJSON_Delete(v.faults_json);
             return CLI_EXIT_STORE;
@@ -198,7 +208,6 @@ int cmd_verify(pl_engine *e, const opts *o)
             cJSON_Delete(v.faults_json);
             return CLI_EXIT_STORE;
         }
-        verify_one(&v, o->run); /* a broken record is a fault too */
     } else {
         list_all(&v);
         for (size_t i = 0; i < v.n_ids && !v.oom; i++) {

@@ -26,6 +26,12 @@
  *       "loop~2" queued; then link ID deleted, and with "forget" its
  *       tombstone expired and removed too (kept a millisecond); with
  *       "expire" expired (kept a millisecond) but not removed.
+ *   dump_fixture STORE many N
+ *       N completed runs of "order", "m-1" to "m-N" (written without
+ *       fsync: a test's store).
+ *   dump_fixture STORE delete ID...
+ *       deletes each run ID (pl_run_delete()), as a retention rule or a
+ *       prune in another process would while a reader reads the store.
  *   dump_fixture STORE hostile
  *       runs whose stored strings hold control characters (ESC [, a
  *       carriage return, line feeds, BEL, DEL, a C1 CSI): "h-failed" (its
@@ -375,7 +381,9 @@ int main(int argc, char **argv)
         return 3; /* not reached: "quitter" kills the process */
     }
     if (!strcmp(argv[2], "many") && argc == 4) {
-        if (pl_engine_open(&e, path, reg, NULL)) {
+        pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+        eo.durability = PL_DURABILITY_PROCESS; /* a test's store: no fsync */
+        if (pl_engine_open(&e, path, reg, &eo)) {
             fprintf(stderr, "open: %s\n", pl_errmsg());
             return 1;
         }
@@ -417,6 +425,20 @@ int main(int argc, char **argv)
         }
         pl_outcome_free(o);
         cJSON_Delete(p);
+        pl_engine_close(e);
+        pl_registry_free(reg);
+        return rc;
+    }
+    if (!strcmp(argv[2], "delete") && argc >= 4) {
+        if (pl_engine_open(&e, path, reg, NULL)) {
+            fprintf(stderr, "open: %s\n", pl_errmsg());
+            return 1;
+        }
+        for (int i = 3; !rc && i < argc; i++)
+            if (pl_run_delete(e, argv[i])) {
+                fprintf(stderr, "delete %s: %s\n", argv[i], pl_errmsg());
+                rc = 1;
+            }
         pl_engine_close(e);
         pl_registry_free(reg);
         return rc;

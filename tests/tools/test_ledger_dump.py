@@ -8,6 +8,7 @@ with nested calls and an error result, a failed one, a suspended one and one
 whose process SIGKILLed itself inside a call.  Every output format is parsed
 and checked field by field, and every exit code is provoked.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -445,6 +446,43 @@ class VerifyStatsTest(Base):
                 self.assertIn("FAULT run r-completed", out)
             named += "step 0:4" in out
         self.assertEqual(named, 1)
+
+    def test_verify_passes_over_a_run_deleted_while_it_checks(self):
+        # a run that a prune or a retention rule deletes while --verify
+        # goes through the store is gone, not damaged: it was reported as
+        # a fault ("not found: no run ..."), exit 3.  The check is held on
+        # a full pipe while the last two runs of its list are deleted: it
+        # lists every run before it checks the first.
+        store = os.path.join(self.tmp, "pruned-while-checked")
+        os.mkdir(store)
+        subprocess.run([FIXTURE, store, "many", "800"], check=True,
+                       timeout=120)
+        r, w = os.pipe()
+        # the smallest pipe: the check stops some 500 runs in ("ok    run
+        # m-N" a line, and stdio's 4 kB buffer)
+        self.assertEqual(fcntl.fcntl(w, 1031, 4096), 4096)  # F_SETPIPE_SZ
+        p = subprocess.Popen([DUMP, store, "--verify"], stdout=w,
+                             stderr=subprocess.PIPE)
+        os.close(w)
+        with os.fdopen(r, "rb") as reader:
+            while True:  # until the pipe is full: it waits to write
+                held = bytearray(4)
+                fcntl.ioctl(reader.fileno(), 0x541B, held)  # FIONREAD
+                if int.from_bytes(held, sys.byteorder) >= 4096:
+                    break
+                self.assertIsNone(p.poll(), "it did not wait to write")
+                time.sleep(0.01)
+            subprocess.run([FIXTURE, store, "delete", "m-98", "m-99"],
+                           check=True, timeout=60)
+            out = reader.read().decode()
+        err = p.stderr.read().decode()
+        p.stderr.close()
+        self.assertEqual(p.wait(timeout=60), 0, out[-300:] + err)
+        self.assertNotIn("FAULT", out)
+        self.assertNotIn("run m-99\n", out)
+        self.assertIn("ok    run m-97\n", out)
+        self.assertIn("798 run(s) checked, 0 fault(s)", out)
+        shutil.rmtree(store)
 
     def test_stats(self):
         out = self.ok(self.store, "--stats")
