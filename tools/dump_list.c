@@ -246,23 +246,28 @@ static void chain_json(cJSON *all, cJSON *j, bool *oom)
     }
 }
 
-/* A link: its record in *ri (1), or, deleted, its tombstone in *t (2);
- * 0 when the store has neither. */
+/* A link: its record in *ri (1), or, deleted, its tombstone in *t (2),
+ * or 3 when its record cannot be read (damaged: pl_errmsg() says why); 0
+ * when the store has neither. */
 static int chain_get(pl_engine *e, const char *id, pl_run_info **ri,
                      pl_tombstone *t)
 {
     *ri = NULL;
-    if (!pl_run_get(ri, e, id))
+    int st = pl_run_get(ri, e, id);
+    if (!st)
         return 1;
+    if (st != PL_ENOTFOUND && st != PL_EINVAL)
+        return 3;
     *t = (pl_tombstone)PL_TOMBSTONE_INIT;
     return pl_run_tombstone(t, e, id) ? 0 : 2;
 }
 
 /* The link before @p id in @p prev ("" at the first link still known):
- * a record's predecessor, or for a deleted link the run its id follows
- * that was continued as new.  Its record, or for a deleted one the ids'
+ * a record's predecessor, or for a deleted or damaged link the run its id
+ * follows by the ids' rule.  Its record, or for a deleted one the ids'
  * rule, must make @p id its successor (a copy of a link imported under
- * another id names the original's predecessor). */
+ * another id names the original's predecessor); a damaged one, whose
+ * record says nothing, is taken as the link before. */
 static void chain_prev(pl_engine *e, const char *id, char *prev)
 {
     pl_run_info *ri;
@@ -271,7 +276,7 @@ static void chain_prev(pl_engine *e, const char *id, char *prev)
     prev[0] = '\0';
     if (got == 1 && ri->predecessor)
         snprintf(prev, PL_MAX_RUN_ID + 1, "%s", ri->predecessor);
-    else if (got == 2)
+    else if (got == 2 || got == 3)
         cli_chain_prev_id(prev, id);
     pl_run_info_free(ri);
     if (!prev[0])
@@ -282,20 +287,22 @@ static void chain_prev(pl_engine *e, const char *id, char *prev)
                   : got == 2
                       ? t.status == PL_RUN_CONTINUED &&
                             cli_chain_next_id(succ, prev) && !strcmp(succ, id)
-                      : false;
+                      : got == 3;
     pl_run_info_free(ri);
     if (!linked)
         prev[0] = '\0';
 }
 
-/* Print one link (its record, or its tombstone when deleted), or with
- * --format json add it to @p all; the id of the link after it in @p next
- * ("" at the end).  false when there is none, or when its record does not
- * go on from @p from, the link before it (a copy of a link, imported under
- * another id, names the original's successor). */
+/* Print one link (its record, its tombstone when deleted, or that its
+ * record cannot be read), or with --format json add it to @p all; the id
+ * of the link after it in @p next ("" at the end).  false when there is
+ * none, or when its record does not go on from @p from, the link before it
+ * (a copy of a link, imported under another id, names the original's
+ * successor).  A damaged link adds to *damaged; the chain goes on past it
+ * by the ids' rule, as past a deleted one. */
 static bool chain_link(pl_engine *e, const opts *o, const char *id,
                        const char *from, bool asked, char *next, cJSON *all,
-                       bool *oom)
+                       bool *oom, size_t *damaged)
 {
     pl_run_info *ri = NULL;
     pl_tombstone t;
@@ -308,6 +315,24 @@ static bool chain_link(pl_engine *e, const opts *o, const char *id,
     }
     if (!got)
         return false;
+    if (got == 3) {
+        ++*damaged;
+        if (o->format == FMT_TEXT) {
+            printf("%s %-40s  damaged: %s\n", asked ? "*" : " ", cli_text(id),
+                   cli_text(pl_errmsg()));
+        } else {
+            cJSON *j = cJSON_CreateObject();
+            if (j && (!cJSON_AddStringToObject(j, "id", id) ||
+                      !cJSON_AddStringToObject(j, "damaged", pl_errmsg()))) {
+                cJSON_Delete(j);
+                j = NULL;
+            }
+            chain_json(all, j, oom);
+        }
+        if (!cli_chain_next_id(next, id))
+            next[0] = '\0';
+        return true;
+    }
     if (got == 2) {
         char del[40];
         cli_time_iso(del, sizeof del, t.deleted_us, false);
@@ -357,11 +382,12 @@ int cmd_chain(pl_engine *e, const opts *o)
     /* json: one document, {"chain": [the links]} */
     cJSON *all = o->format == FMT_JSON ? cJSON_CreateArray() : NULL;
     bool oom = o->format == FMT_JSON && !all, any = false;
+    size_t damaged = 0;
     char id[PL_MAX_RUN_ID + 1], from[PL_MAX_RUN_ID + 1] = "";
     snprintf(id, sizeof id, "%s", first);
-    for (unsigned hops = 0;
-         hops < 1000000 && id[0] && !oom &&
-         chain_link(e, o, id, from, !strcmp(id, o->run), next, all, &oom);
+    for (unsigned hops = 0; hops < 1000000 && id[0] && !oom &&
+                            chain_link(e, o, id, from, !strcmp(id, o->run),
+                                       next, all, &oom, &damaged);
          hops++) {
         any = true;
         memcpy(from, id, sizeof from);
@@ -384,7 +410,11 @@ int cmd_chain(pl_engine *e, const opts *o)
         cli_error("no run %s in the store", QUOTE(o->run));
         return CLI_EXIT_STORE;
     }
-    return oom ? CLI_EXIT_STORE : CLI_EXIT_OK;
+    if (damaged)
+        cli_error("%zu link(s) of the chain could not be read (damaged, "
+                  "listed above): ledger-dump --verify checks them",
+                  damaged);
+    return oom || damaged ? CLI_EXIT_STORE : CLI_EXIT_OK;
 }
 
 /* ---- stats --------------------------------------------------------------------- */

@@ -280,6 +280,55 @@ class ChainTest(Base):
         self.assertEqual((rc, out), (2, ""))
         self.assertIn('no run "loop"', err)
 
+    def test_a_chain_goes_past_a_link_it_cannot_read(self):
+        """A link whose record fails its checksum is shown as damaged, the
+        chain goes on past it by the ids' rule, and the exit status is 2.
+        The chain ended there with exit 0, silently: asked from its first
+        link or its last, it was one link long; asked for the damaged one,
+        "no run" in the store."""
+        store = self.chain("loop")
+        data = os.path.join(store, "data.mdb")
+        with open(data, "rb") as f:
+            raw = bytearray(f.read())
+        # loop~1's run record: policy looper, payload {"left": 1}
+        head = b"\xa6policy\xa6looper"
+        spots = [m.start() for m in re.finditer(
+            re.escape(head + b"\xa7payload\x81\xa4left\x01"), raw)]
+        self.assertTrue(spots)
+        for at in spots:
+            raw[at + len(head) + 3] ^= 0x04  # in the name "payload"
+        with open(data, "wb") as f:
+            f.write(raw)
+        for run in ("loop", "loop~1", "loop~2"):
+            rc, out, err = dump(store, "--run", run, "--chain", "--format",
+                                "jsonl")
+            self.assertEqual(rc, 2, (run, out, err))
+            rows = [json.loads(l) for l in out.splitlines()]
+            self.assertEqual([r["id"] for r in rows],
+                             ["loop", "loop~1", "loop~2"], run)
+            self.assertIn("deleted", rows[0])
+            self.assertIn("checksum", rows[1]["damaged"])
+            self.assertEqual(rows[2]["status"], "submitted")
+            self.assertIn("1 link(s) of the chain could not be read", err)
+            rc, out, err = dump(store, "--run", run, "--chain")
+            self.assertEqual(rc, 2, (run, out, err))
+            lines = out.splitlines()
+            self.assertEqual([l[2:].split()[0] for l in lines],
+                             ["loop", "loop~1", "loop~2"], out)
+            self.assertRegex(lines[1], r"damaged: .*checksum")
+            self.assertEqual([l[:2] for l in lines],
+                             ["* " if i == run else "  "
+                              for i in ("loop", "loop~1", "loop~2")])
+            doc = json.loads(self.ok_or(2, store, "--run", run, "--chain",
+                                        "--format", "json"))
+            self.assertEqual([r["id"] for r in doc["chain"]],
+                             ["loop", "loop~1", "loop~2"])
+
+    def ok_or(self, code, *args):
+        rc, out, err = dump(*args)
+        self.assertEqual(rc, code, err)
+        return out
+
     def test_an_expired_tombstone_is_said_to_have_expired(self):
         """A tombstone past its time, not yet removed, no longer keeps the
         id (a start makes a new run): said so, in the past tense; it said
