@@ -49,6 +49,45 @@ static void print_row_text(const opts *o, const srow *w, const char *mark)
     free(payload);
 }
 
+/* How run @p id ended, from its record or, deleted, its tombstone; 0 when
+ * neither can be read. */
+static pl_run_status ended_as(pl_engine *e, const char *id)
+{
+    pl_run_info *ri = NULL;
+    pl_tombstone t = PL_TOMBSTONE_INIT;
+    pl_run_status s = (pl_run_status)0;
+    if (!pl_run_get(&ri, e, id))
+        s = ri->status;
+    else if (!pl_run_tombstone(&t, e, id))
+        s = t.status;
+    pl_run_info_free(ri);
+    return s;
+}
+
+/* The links of a run to the runs before and after it: an upgrade's
+ * (pl_run_upgrade(): superseded by newer code) or a chain's
+ * (pl_ctx_continue_as_new()), told apart by how the earlier run ended. */
+static void print_links(pl_engine *e, const pl_run_info *ri)
+{
+    if (ri->predecessor) {
+        pl_run_status s = ended_as(e, ri->predecessor);
+        printf(
+            s == PL_RUN_CONTINUED ? "  continues   %s (continued as new "
+                                    "into this run)\n"
+            : s == PL_RUN_SUPERSEDED
+                ? "  upgrade of  %s (superseded by this run)\n"
+                : "  follows     %s (its record is gone or cannot be read)\n",
+            cli_text(ri->predecessor));
+    }
+    if (ri->successor && ri->status == PL_RUN_CONTINUED)
+        printf("  CONTINUED as %s (pl_ctx_continue_as_new(): the chain goes "
+               "on there)\n",
+               cli_text(ri->successor));
+    else if (ri->successor)
+        printf("  SUPERSEDED by %s (which continues it with newer code)\n",
+               cli_text(ri->successor));
+}
+
 static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
 {
     pl_llm_tokens t = PL_LLM_TOKENS_INIT;
@@ -76,12 +115,7 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
                (unsigned long long)t.exchanges);
     if (ri->code)
         printf("  code     %s\n", cli_text(ri->code));
-    if (ri->predecessor)
-        printf("  upgrade of  %s (superseded by this run)\n",
-               cli_text(ri->predecessor));
-    if (ri->successor)
-        printf("  SUPERSEDED by %s (which continues it with newer code)\n",
-               cli_text(ri->successor));
+    print_links(e, ri);
     if (ri->status == PL_RUN_FAILED)
         printf("  FAILED   %s: %s\n", pl_strerror(ri->error),
                ri->reason ? cli_text(ri->reason) : "(no reason recorded)");

@@ -280,6 +280,24 @@ class ChainTest(Base):
         self.assertEqual((rc, out), (2, ""))
         self.assertIn('no run "loop"', err)
 
+    def test_a_continued_run_is_not_called_superseded(self):
+        """--run on a link of a chain continued as new names its links as
+        such: it said "SUPERSEDED by loop~2 (which continues it with newer
+        code)" and "upgrade of loop (superseded by this run)", the words of
+        ledger-replay --upgrade's link, which no code change made."""
+        store = self.chain("loop")  # loop deleted: its tombstone says
+        middle = self.ok(store, "--run", "loop~1")
+        self.assertIn("\n  continues   loop (continued as new into this "
+                      "run)\n", middle)
+        self.assertIn("\n  CONTINUED as loop~2 (pl_ctx_continue_as_new(): "
+                      "the chain goes on there)\n", middle)
+        last = self.ok(store, "--run", "loop~2")
+        self.assertIn("\n  continues   loop~1 (continued as new into this "
+                      "run)\n", last)
+        for out in (middle, last):
+            self.assertNotIn("SUPERSEDED", out)
+            self.assertNotIn("upgrade of", out)
+
     def test_a_chain_goes_past_a_link_it_cannot_read(self):
         """A link whose record fails its checksum is shown as damaged, the
         chain goes on past it by the ids' rule, and the exit status is 2.
