@@ -97,7 +97,7 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
     /* what the store holds, its control characters escaped (cli_text()) */
     printf("run %s\n", cli_text(ri->id));
     printf("  policy   %s\n", cli_text(ri->policy));
-    printf("  status   %s\n", status_text(ri));
+    printf("  status   %s\n", cli_text(status_text(ri)));
     if (ri->status == PL_RUN_RUNNING && stored != ri->steps)
         printf("  steps    %zu (the record counted %llu at its owner's last "
                "heartbeat)\n",

@@ -36,8 +36,10 @@
  *       runs whose stored strings hold control characters (ESC [, a
  *       carriage return, line feeds, BEL, DEL, a C1 CSI): "h-failed" (its
  *       reason), "h-error" (an error result's code and message),
- *       "h-suspended" (its prompt) and "h-cancelled" (its reason), all of
- *       policy "hostile", whose code version holds ESC [ too.
+ *       "h-suspended" (its prompt), "h-cancelled" (its reason) and
+ *       "h-waiting" (the event it waits for: a C1 CSI, which names may
+ *       hold), all of policy "hostile", whose code version holds ESC [
+ *       too.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -269,13 +271,26 @@ static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     "\x7f \xc2\x9b"                                                            \
     "31m"
 
-/* {"how": "fail" | "error" | "ask"}: fails with HOSTILE as its message,
- * returns an error result holding it, or asks a human it. */
+/* An event's name may hold a C1 control (UTF-8, no C0 nor DEL): a CSI
+ * that clears the screen. */
+#define HOSTILE_EVENT                                                          \
+    "go\xc2\x9b"                                                               \
+    "2J"
+
+/* {"how": "fail" | "error" | "wait" | "ask"}: fails with HOSTILE as its
+ * message, returns an error result holding it, waits for HOSTILE_EVENT,
+ * or asks a human it. */
 static int hostile(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const char *how = cJSON_GetStringValue(
         cJSON_GetObjectItemCaseSensitive(a->payload, "how"));
+    if (how && !strcmp(how, "wait")) {
+        cJSON *got = NULL;
+        int st = pl_ctx_wait_event(&got, ctx, HOSTILE_EVENT, PL_WAIT_FOREVER);
+        cJSON_Delete(got);
+        return st ? st : pl_steps_add_text(out, NULL, "went");
+    }
     if (how && !strcmp(how, "fail"))
         return pl_errorf(PL_EPOLICY, "%s", HOSTILE);
     if (how && !strcmp(how, "error"))
@@ -448,19 +463,21 @@ int main(int argc, char **argv)
             fprintf(stderr, "open: %s\n", pl_errmsg());
             return 1;
         }
-        cJSON *p[3] = {cJSON_CreateObject(), cJSON_CreateObject(),
-                       cJSON_CreateObject()};
+        cJSON *p[4] = {cJSON_CreateObject(), cJSON_CreateObject(),
+                       cJSON_CreateObject(), cJSON_CreateObject()};
         cJSON_AddStringToObject(p[0], "how", "fail");
         cJSON_AddStringToObject(p[1], "how", "error");
+        cJSON_AddStringToObject(p[3], "how", "wait");
         rc = start(e, "h-failed", "hostile", p[0], PL_RUN_FAILED) ||
              start(e, "h-error", "hostile", p[1], PL_RUN_COMPLETED) ||
              start(e, "h-suspended", "hostile", p[2], PL_RUN_SUSPENDED) ||
-             start(e, "h-cancelled", "hostile", p[2], PL_RUN_SUSPENDED);
+             start(e, "h-cancelled", "hostile", p[2], PL_RUN_SUSPENDED) ||
+             start(e, "h-waiting", "hostile", p[3], PL_RUN_WAITING);
         if (!rc && pl_run_cancel(e, "h-cancelled", HOSTILE)) {
             fprintf(stderr, "cancel: %s\n", pl_errmsg());
             rc = 1;
         }
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             cJSON_Delete(p[i]);
         pl_engine_close(e);
         pl_registry_free(reg);

@@ -887,6 +887,12 @@ class HostileTest(unittest.TestCase):
                           b"\\u009b31m", out)
         self.assertIn(b"  code     fixture\\x1b[31m-1\n",
                       self.raw("--run", "h-error"))
+        # the event a run waits for may hold a C1 control: the header's
+        # status line printed it raw (the list escaped it)
+        out = self.raw("--run", "h-waiting")
+        self.inert(out, "h-waiting")
+        self.assertIn(b"  status   waiting for the event 'go\\u009b2J'\n",
+                      out)
         self.inert(self.raw("--verify"), "--verify")
 
     def test_json_escapes_del_and_c1_too(self):
