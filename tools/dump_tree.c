@@ -194,15 +194,19 @@ static void seen_free(seen_ids *s)
     free(s->v);
 }
 
-/* Print the rows that pass the filters, but those in @p skip. */
+/* Print the rows that pass the filters, but those in @p skip.  @p cut:
+ * the rows end where a step could not be read, so a call whose answer
+ * may lie past them is not known to be in doubt, or waiting. */
 static bool print_rows(const opts *o, const rows *r, const seen_ids *skip,
-                       const pl_run_info *ri, cJSON *array)
+                       const pl_run_info *ri, cJSON *array, bool cut)
 {
     for (size_t i = 0; i < r->n; i++) {
         const srow *w = &r->v[i];
         if (!row_shown(o, w) || seen(skip, w->id))
             continue;
         const char *mark = mark_name(r, i, ri);
+        if (cut && call_mark_of(r, i, ri) != MARK_NONE)
+            mark = NULL;
         if (o->format == FMT_TEXT) {
             print_row_text(o, w, mark);
             continue;
@@ -277,6 +281,15 @@ int cmd_run(pl_engine *e, const opts *o)
         return rc;
     rows r = {0};
     int st = read_rows(e, o->run, &r);
+    /* a step that cannot be read (damaged) ends the walk: the steps read
+     * before it are shown, and where it stopped said, but for an export,
+     * which --import would take for the whole run, and --follow */
+    char cut[1024] = "";
+    if (st && !r.oom && r.n && !o->follow &&
+        (o->format != FMT_JSONL || filtered(o))) {
+        snprintf(cut, sizeof cut, "%s", pl_errmsg());
+        st = PL_OK;
+    }
     if (st) {
         cli_error("cannot read run %s: %s", QUOTE(o->run), pl_errmsg());
         rows_free(&r);
@@ -296,9 +309,10 @@ int cmd_run(pl_engine *e, const opts *o)
         cJSON *doc = cJSON_CreateObject(), *steps = cJSON_CreateArray();
         cJSON *run = run_json(ri);
         bool ok = doc && steps && run && add_tokens(run, e, ri->id) &&
-                  (ri->status != PL_RUN_RUNNING ||
+                  (ri->status != PL_RUN_RUNNING || cut[0] ||
                    run_json_set_steps(run, r.n)) &&
-                  print_rows(o, &r, NULL, ri, steps);
+                  (!cut[0] || cJSON_AddStringToObject(doc, "damaged", cut)) &&
+                  print_rows(o, &r, NULL, ri, steps, cut[0]);
         if (ok) {
             cJSON_AddItemToObject(doc, "run", run);
             cJSON_AddItemToObject(doc, "steps", steps);
@@ -314,9 +328,9 @@ int cmd_run(pl_engine *e, const opts *o)
         }
         goto done;
     }
-    if (o->format == FMT_TEXT)
-        print_run_header(e, ri, r.n);
-    if (!print_rows(o, &r, NULL, ri, NULL)) {
+    if (o->format == FMT_TEXT) /* cut short: the record's count */
+        print_run_header(e, ri, cut[0] ? ri->steps : r.n);
+    if (!print_rows(o, &r, NULL, ri, NULL, cut[0])) {
         cli_error("out of memory");
         rc = CLI_EXIT_STORE;
         goto done;
@@ -352,7 +366,7 @@ int cmd_run(pl_engine *e, const opts *o)
             break;
         }
         bool changed = r.n != printed.n;
-        if (changed && (!print_rows(o, &r, &printed, ri, NULL) ||
+        if (changed && (!print_rows(o, &r, &printed, ri, NULL, false) ||
                         !seen_add(&printed, &r))) {
             cli_error("out of memory");
             rc = CLI_EXIT_STORE;
@@ -376,6 +390,12 @@ int cmd_run(pl_engine *e, const opts *o)
 followed:
     seen_free(&printed);
 done:
+    if (cut[0] && !rc) {
+        cli_error("cannot read all of run %s: %s; the steps before it are "
+                  "shown (ledger-dump --verify checks the run)",
+                  QUOTE(o->run), cut);
+        rc = CLI_EXIT_STORE;
+    }
     rows_free(&r);
     pl_run_info_free(ri);
     return rc;

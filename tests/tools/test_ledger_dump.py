@@ -370,21 +370,27 @@ class VerifyStatsTest(Base):
         self.assertEqual(doc["fault_count"], 0)
         self.assertEqual(doc["runs_checked"], 4)
 
-    def test_verify_flipped_byte(self):
-        bad = os.path.join(self.tmp, "flipped")
+    def changed_copy(self, name, needle, change):
+        """A copy of the store with change(raw, at) made at each copy of
+        needle in its file (stale ones on free pages too)."""
+        bad = os.path.join(self.tmp, name)
         shutil.copytree(self.store, bad)
         data = os.path.join(bad, "data.mdb")
         with open(data, "rb") as f:
             raw = bytearray(f.read())
-        # the payload of step 0:2, {"policy": "flaky", ...}, in msgpack
-        needle = b"\xa6policy\xa5flaky"
-        at = raw.find(needle)
-        self.assertGreaterEqual(at, 0)
-        while at >= 0:  # stale copies on free pages too
-            raw[at + 10] ^= 0x20
-            at = raw.find(needle, at + 1)
+        spots = [m.start() for m in re.finditer(re.escape(needle), raw)]
+        self.assertTrue(spots)
+        for at in spots:
+            change(raw, at)
         with open(data, "wb") as f:
             f.write(raw)
+        return bad
+
+    def test_verify_flipped_byte(self):
+        # the payload of step 0:2, {"policy": "flaky", ...}, in msgpack
+        bad = self.changed_copy("flipped", b"\xa6policy\xa5flaky",
+                                lambda raw, at: raw.__setitem__(
+                                    at + 10, raw[at + 10] ^ 0x20))
         rc, out, err = dump(bad, "--verify")
         self.assertEqual(rc, 3, out + err)
         fault = [l for l in out.splitlines() if l.startswith("FAULT")]
@@ -431,18 +437,49 @@ class VerifyStatsTest(Base):
         """A copy of the store whose r-failed run record (its root policy is
         "boom": no step names it so) is changed in every copy in the file:
         reading it fails its checksum."""
-        with open(os.path.join(self.store, "data.mdb"), "rb") as f:
-            raw = bytearray(f.read())
         head = b"\xa6policy\xa4boom"
-        spots = [m.start() for m in re.finditer(re.escape(head), raw)]
-        self.assertTrue(spots)
-        for at in spots:
-            raw[at + len(head) + 3] ^= 0x04  # in the name "payload"
-        bad = os.path.join(self.tmp, "damaged-run-record")
-        shutil.copytree(self.store, bad)
-        with open(os.path.join(bad, "data.mdb"), "wb") as f:
-            f.write(raw)
-        return bad
+        at_name = len(head) + 3  # in the name "payload"
+        return self.changed_copy("damaged-run-record", head,
+                                 lambda raw, at: raw.__setitem__(
+                                     at + at_name, raw[at + at_name] ^ 0x04))
+
+    def test_run_shows_the_steps_before_a_damaged_one(self):
+        """--run on a run one of whose steps cannot be read (decoded) shows
+        its record and the steps read before that one, says where it
+        stopped, and exits 2: it showed nothing but the error, though
+        the steps before it read well (as an export's lines do).  The call
+        whose answer lies past the damage is not marked in doubt."""
+        # step 0:2's payload, {"policy": "flaky", ...}: a msgpack byte
+        # that is no type (0xc1) where its first key starts
+        bad = self.changed_copy("damaged-step", b"\xa6policy\xa5flaky",
+                                lambda raw, at: raw.__setitem__(at, 0xc1))
+        before = ["0:0", "0.0:0", "0.0.0:0", "0.0:1", "0.0:2", "0.0.2:0",
+                  "0.0:3", "0.0:4", "0:1"]
+        rc, out, err = dump(bad, "--run", "r-completed")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("run r-completed\n", out)
+        self.assertIn("  steps    13\n", out)
+        shown = [l.split()[0] for l in out.split("steps:\n")[1].splitlines()]
+        self.assertEqual(shown, before, out)
+        self.assertNotIn("IN DOUBT", out)
+        self.assertIn("step 0:2", err)
+        self.assertIn("the steps before it are shown", err)
+        rc, out, err = dump(bad, "--run", "r-completed", "--format", "json")
+        self.assertEqual(rc, 2, out + err)
+        doc = json.loads(out)
+        self.assertEqual([s["id"] for s in doc["steps"]], before)
+        self.assertIn("step 0:2", doc["damaged"])
+        self.assertFalse([s for s in doc["steps"] if "mark" in s and
+                          s["mark"] != "error"])
+        rc, out, err = dump(bad, "--run", "r-completed", "--format", "jsonl",
+                            "--type", "action_call")
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual([json.loads(l)["id"] for l in out.splitlines()],
+                         ["0:0", "0.0:0", "0.0:2"])
+        # the export, which --import takes, is refused whole, as before
+        rc, out, err = dump(bad, "--run", "r-completed", "--format", "jsonl")
+        self.assertEqual((rc, out), (2, ""), err)
+        shutil.rmtree(bad)
 
     def test_stats_go_past_a_damaged_run_record(self):
         # one run record that cannot be read made --stats refuse the whole
