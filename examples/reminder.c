@@ -10,8 +10,8 @@
  *
  *   reminder [STORE] [PERIOD_MS]     (default: reminder.db, 200 ms)
  *
- * Exit status: 0 approved, 1 the run failed or the store cannot be opened,
- * 2 bad usage.
+ * Exit status: 0 approved, 1 the run failed or gave up (no approval after
+ * its third reminder) or the store cannot be opened, 2 bad usage.
  */
 #include <errno.h>
 #include <limits.h>
@@ -189,6 +189,10 @@ int main(int argc, char **argv)
         st = pl_errorf(PL_EPOLICY, "run %s ended %s: %s", o->run_id,
                        pl_run_status_name(o->status),
                        o->reason ? o->reason : "");
+    else if (!st && !cJSON_HasObjectItem(pl_outcome_result(o), "answer"))
+        st = pl_errorf(PL_EPOLICY, /* completed, but no approval came */
+                       "run %s gave up: no approval after 3 reminders",
+                       o->run_id);
     if (st)
         fprintf(stderr, "reminder: %s (%s)\n", pl_errmsg(), pl_status_name(st));
     cJSON_Delete(yes);

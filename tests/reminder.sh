@@ -2,8 +2,9 @@
 # The reminder example: two periods pass without an approval (two reminders
 # are sent), then the approval ends the wait; run again, the finished run
 # is replayed and no reminder is sent again.
+#   reminder.sh REMINDER LEDGER_DUMP
 set -eu
-prog=$1
+prog=$1 dump=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 first=$("$prog" "$dir/r.db" 50)
@@ -14,3 +15,21 @@ test "$(echo "$first" | grep -c '^reminder sent to alice@example.com$')" = 2
 echo "$first" | grep -q 'completed {"answer":{"by":"bob"},"reminders":2} (reminders sent by this process: 2)'
 echo "$second" | grep -q 'completed {"answer":{"by":"bob"},"reminders":2} (reminders sent by this process: 0)'
 ! echo "$second" | grep -q 'reminder sent'
+
+# A run that gave up (every period passed before the approver looked,
+# which a period of 1 ms mostly does) is no approval: exit 1, said on
+# stderr; an approved one exits 0.  Tried until one gives up.
+gave_up=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  rc=0
+  "$prog" "$dir/g$i.db" 1 >"$dir/out" 2>"$dir/err" || rc=$?
+  if grep -q '"gave_up":true' "$dir/out"; then
+    [ "$rc" -eq 1 ] && grep -q 'gave up' "$dir/err" || {
+      echo "FAIL: a run that gave up exited $rc"; cat "$dir/out" "$dir/err"; exit 1; }
+    gave_up=1
+    break
+  fi
+  [ "$rc" -eq 0 ] && grep -q '"answer":{"by":"bob"}' "$dir/out" || {
+    echo "FAIL: exited $rc"; cat "$dir/out" "$dir/err"; exit 1; }
+done
+[ "$gave_up" -eq 1 ] || echo "(no run gave up in 10 tries: not checked)"
