@@ -6,7 +6,9 @@
  * its wake time, and pl_engine_wake() (or a worker) continues it when the
  * period is over.  The approval is an event that anyone can send with
  * pl_run_signal() (or `ledger-replay STORE --signal ID --name approved
- * --payload JSON`).  Here one process plays every part:
+ * --payload JSON`).  Here one process plays every part: the approver
+ * answers after the run's second reminder, counted in its ledger, so a
+ * run killed and started again is approved as one never killed.
  *
  *   reminder [STORE] [PERIOD_MS]     (default: reminder.db, 200 ms)
  *
@@ -15,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,22 @@ static int approval(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
             return st;
     }
     return pl_steps_add_resultf(out, "{s:b}", "gave_up", 1);
+}
+
+/* The reminders run @p id has sent: send_reminder's results in its root
+ * ledger, whichever process sent them (a run continued after a crash has
+ * sent some before this process began). */
+static int reminders_of(pl_engine *e, const char *id, int64_t *n)
+{
+    pl_steps *steps = NULL;
+    int st = pl_run_ledger(&steps, e, id, "0");
+    for (size_t i = 0; !st && i < pl_steps_count(steps); i++) {
+        const pl_step *s = pl_steps_at(steps, i);
+        *n += pl_step_type_of(s) == PL_STEP_ACTION_RESULT &&
+              !strcmp(pl_step_actor(s), "send_reminder");
+    }
+    pl_steps_free(steps);
+    return st;
 }
 
 /* Sleep until @p due_ms (Unix ms), or a moment when it is past. */
@@ -160,15 +179,18 @@ int main(int argc, char **argv)
     if (!st)
         printf("run %s: %s\n", o->run_id, pl_run_status_name(o->status));
     /* the embedder's loop: continue what is due, sleep until the next;
-     * after the second reminder, someone approves */
+     * after the run's second reminder, someone approves */
+    bool approved = false;
     while (!st && status_of(e, ro.run_id) == PL_RUN_WAITING) {
-        int64_t next = 0;
-        if (g_sent == 2) {
+        int64_t next = 0, sent = 0;
+        if (!approved && !(st = reminders_of(e, ro.run_id, &sent)) &&
+            sent >= 2) {
+            approved = true;
             pl_outcome_free(o);
             o = NULL;
             if (!(st = pl_json_pack(&yes, "{s:s}", "by", "bob")))
                 st = pl_run_signal(&o, e, ro.run_id, "approved", yes);
-        } else if (!(st = pl_engine_wake(e, &next)) && next) {
+        } else if (!st && !(st = pl_engine_wake(e, &next)) && next) {
             nap_until(next);
         }
     }

@@ -33,3 +33,22 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
     echo "FAIL: exited $rc"; cat "$dir/out" "$dir/err"; exit 1; }
 done
 [ "$gave_up" -eq 1 ] || echo "(no run gave up in 10 tries: not checked)"
+
+# Killed (SIGKILL) once its first reminder is durable, then run again: the
+# run goes on from its ledger, the approver answers after the run's second
+# reminder (not this process's second), and the run is approved.
+"$prog" "$dir/c.db" 2000 >"$dir/out" 2>&1 &
+pid=$!
+i=0
+until "$dump" "$dir/c.db" --run approval-1 2>/dev/null |
+      grep -q '^  0:[0-9]* *action_result send_reminder'; do
+  i=$((i + 1)); [ $i -le 300 ] || { echo "FAIL: no reminder"; kill -9 $pid; exit 1; }
+  sleep 0.05
+done
+kill -9 $pid
+wait $pid || true
+rc=0
+"$prog" "$dir/c.db" 2000 >"$dir/out" 2>&1 || rc=$?
+cat "$dir/out"
+[ "$rc" -eq 0 ] && grep -q 'completed {"answer":{"by":"bob"},"reminders":2}' "$dir/out" || {
+  echo "FAIL: the continued run exited $rc, not approved"; exit 1; }
