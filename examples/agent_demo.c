@@ -118,8 +118,8 @@ static void usage(FILE *f)
         "refused\n"
         "  --run ID         the run's id (default research-1)\n"
         "  --crash-after-steps N\n"
-        "                   SIGKILL this process at step boundary N (a step\n"
-        "                   appended or a commit made)\n"
+        "                   SIGKILL this process at step boundary N (from 1: a\n"
+        "                   step appended or a commit made)\n"
         "  --answer JSON    resume the suspended run with the human's answer,\n"
         "                   e.g. '{\"approved\": true}'\n"
         "  --token T        the resume token (default: the run's own)\n"
@@ -407,10 +407,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--plugin")) {
             plugin = v;
         } else if (!strcmp(a, "--crash-after-steps")) {
-            if (parse_long(v, &d.crash_after)) {
+            if (parse_long(v, &d.crash_after) || d.crash_after < 1) {
                 fprintf(stderr,
                         "agent-demo: --crash-after-steps needs a number, "
-                        "not '%s'\n",
+                        "not '%s': a step boundary from 1\n",
                         v);
                 return 2;
             }
