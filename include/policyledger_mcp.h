@@ -262,10 +262,11 @@ typedef struct pl_mcp_options {
  *         is registered; a server that does not take
  *         notifications/initialized, over HTTP a status other than 2xx or
  *         404, is one that answers with an error); PL_EEXIST (a policy of
- *         that name exists, or @p reg holds the tools of a server
- *         registered as @p name, whatever tools this one lists: none is
+ *         that name exists, or a server was registered as @p name in
+ *         @p reg, whatever tools either lists, none included: none is
  *         registered, this server is not started, and the first's tools
- *         stay as they were); the errors of
+ *         stay as they were; a registration that failed takes no name);
+ *         the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);
  *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,

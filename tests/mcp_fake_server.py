@@ -42,6 +42,7 @@ a test tells two servers of one DIR apart).  MODE:
                 more and never exits by itself
     slowrestart as ok, but a server started after the first one of DIR
                 takes 2 s to start
+    notools     as ok, but tools/list answers an empty list
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -122,7 +123,9 @@ for line in sys.stdin:
     elif method == "tools/list":
         if mode == "relisthang" and called:
             continue  # never answered once a call came
-        if mode == "toolsobj":
+        if mode == "notools":
+            result(i, {"tools": []})
+        elif mode == "toolsobj":
             result(i, {"tools": {t["name"]: t for t in TOOLS}})
         elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"

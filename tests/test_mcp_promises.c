@@ -224,3 +224,49 @@ Test(mcp_promises, a_bad_variable_name_is_refused_whatever_the_transport)
     snprintf(log, sizeof log, "%s/log", F.dir);
     cr_expect_eq(count_lines(log, "initialize", NULL), 0);
 }
+
+/* ---- a name is the server's, whatever its tools ------------------------- */
+
+/* How many servers of F.dir were started (a line each in F.dir/pids). */
+static int started(void)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/pids", F.dir);
+    return count_lines(path, "", "");
+}
+
+/* A server registered under a name holds it though it lists no tools: a
+ * second registration under that name is PL_EEXIST, as with tools, and
+ * the second server is not started.  A registration that failed holds
+ * no name. */
+Test(mcp_promises, a_name_is_taken_by_a_server_without_tools)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(register_fake("notools", &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 0);
+    cr_expect_eq(started(), 1);
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " notools %s", F.dir);
+    pl_mcp *second = (pl_mcp *)1;
+    int st = pl_mcp_register(&second, F.reg, "fake", spec, &o);
+    cr_expect_eq(st, PL_EEXIST, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(second);
+    pl_mcp_close(st ? NULL : second);
+    cr_expect(strstr(pl_errmsg(), "MCP server fake:"), "%s", pl_errmsg());
+    /* a server with tools under it too */
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    second = (pl_mcp *)1;
+    st = pl_mcp_register(&second, F.reg, "fake", spec, &o);
+    cr_expect_eq(st, PL_EEXIST, "%s: %s", pl_status_name(st), pl_errmsg());
+    pl_mcp_close(st ? NULL : second);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    cr_expect_eq(started(), 1, "a server under a name taken was started");
+    /* another name is free; a registration that fails takes none */
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " exit %s", F.dir);
+    pl_mcp *other = NULL;
+    cr_expect_eq(pl_mcp_register(&other, F.reg, "gone", spec, &o), PL_EIO);
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " notools %s", F.dir);
+    cr_expect_eq(pl_mcp_register(&other, F.reg, "gone", spec, &o), PL_OK, "%s",
+                 pl_errmsg());
+    pl_mcp_close(other);
+}

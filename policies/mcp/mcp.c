@@ -632,14 +632,21 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                        "MCP server name '%.80s': 1..%d bytes, no "
                        "dot or control character",
                        name ? name : "(null)", MAX_PREFIX);
-    if (server_named(reg, name)) /* before the server is started */
+    /* before the server is started; the name is reserved whatever tools
+     * the server lists, none included (a registry that adopted another's
+     * policies holds its servers' tools without their names) */
+    if (server_named(reg, name) ||
+        (st = pl__registry_reserve(reg, name)) == PL_EEXIST)
         return pl__err(PL_EEXIST,
-                       "MCP server %s: the tools of a server of that name "
-                       "are registered",
+                       "MCP server %s: a server of that name is registered",
                        name);
+    if (st)
+        return st;
     pl_mcp *m = handle_new();
-    if (!m)
+    if (!m) {
+        pl__registry_unreserve(reg, name);
         return PL_ENOMEM;
+    }
     m->wfd = m->rfd = m->err_fd = -1;
     m->retry_after_ms = -1;
     m->timeout_ms = (long)timeout_or(o->timeout_ms, 30000);
@@ -719,6 +726,7 @@ done:
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
         pl_mcp_close(m);
+        pl__registry_unreserve(reg, name);
         pl__errmsg_restore(saved);
     }
     return st;
