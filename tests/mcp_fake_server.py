@@ -43,6 +43,8 @@ a test tells two servers of one DIR apart).  MODE:
     slowrestart as ok, but a server started after the first one of DIR
                 takes 2 s to start
     notools     as ok, but tools/list answers an empty list
+    cursorloop  as ok, but tools/list pages in a loop: its cursors go
+                "page2", "page3", "page2", ...
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -127,6 +129,10 @@ for line in sys.stdin:
             result(i, {"tools": []})
         elif mode == "toolsobj":
             result(i, {"tools": {t["name"]: t for t in TOOLS}})
+        elif mode == "cursorloop" and params.get("cursor") == "page2":
+            result(i, {"tools": TOOLS[2:3], "nextCursor": "page3"})
+        elif mode == "cursorloop" and params.get("cursor") == "page3":
+            result(i, {"tools": TOOLS[3:], "nextCursor": "page2"})
         elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
                                              else [])})

@@ -270,3 +270,23 @@ Test(mcp_promises, a_name_is_taken_by_a_server_without_tools)
                  pl_errmsg());
     pl_mcp_close(other);
 }
+
+/* ---- a tool list that pages in a loop ----------------------------------- */
+
+/* A server whose tools/list cursors go page2 -> page3 -> page2 pages in a
+ * loop: the registration fails at the cursor given the second time,
+ * naming it, after three requests, not after a hundred with "more than
+ * 100 pages of tools", which says nothing of what is wrong. */
+Test(mcp_promises, a_tool_list_that_pages_in_a_loop_is_refused_at_once)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("cursorloop", &o);
+    cr_expect_eq(st, PL_EIO, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "\"page2\"") && strstr(pl_errmsg(), "loop"),
+              "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 3);
+}

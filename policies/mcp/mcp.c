@@ -302,8 +302,15 @@ static bool listed(const char *name, const char *const *v, size_t n)
 static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
 {
     *out = cJSON_CreateArray();
-    if (!*out)
+    /* the cursors followed: one given twice is a server paging in a loop,
+     * which would be asked to MAX_PAGES and refused for its length */
+    cJSON *cursors = cJSON_CreateArray();
+    if (!*out || !cursors) {
+        cJSON_Delete(*out);
+        cJSON_Delete(cursors);
+        *out = NULL;
         return PL_ENOMEM;
+    }
     char *cursor = NULL;
     char why[256];
     int st = PL_OK;
@@ -361,7 +368,24 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
             st = PL_ENOMEM;
             break;
         }
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cursors)
+        {
+            if (strcmp(c->valuestring, cursor) == 0) {
+                st = pl__err(PL_EIO,
+                             "MCP server %s: tools/list: page %d gave the "
+                             "cursor \"%.80s\" again: the server pages in "
+                             "a loop",
+                             m->name, page + 1, cursor);
+                break;
+            }
+        }
+        if (!st && !cJSON_AddItemToArray(cursors, cJSON_CreateString(cursor)))
+            st = PL_ENOMEM;
+        if (st)
+            break;
     }
+    cJSON_Delete(cursors);
     free(cursor);
     if (st) {
         cJSON_Delete(*out);
