@@ -45,6 +45,8 @@ a test tells two servers of one DIR apart).  MODE:
     notools     as ok, but tools/list answers an empty list
     cursorloop  as ok, but tools/list pages in a loop: its cursors go
                 "page2", "page3", "page2", ...
+    objects     as ok, but a call is answered with three lines that are
+                JSON objects and no JSON-RPC, and nothing more
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -152,6 +154,10 @@ for line in sys.stdin:
                 sys.stdout.write("this is not JSON %d\n" % k)
             sys.stdout.write("[1, 2]\n")
             sys.stdout.flush()
+            continue
+        if mode == "objects":
+            for k in range(3):
+                send({"hello": k})
             continue
         if mode == "huge":
             sys.stdout.write('{"jsonrpc": "2.0", "id": %d, "result": {"content": '

@@ -290,3 +290,20 @@ Test(mcp_promises, a_tool_list_that_pages_in_a_loop_is_refused_at_once)
     snprintf(log, sizeof log, "%s/log", F.dir);
     cr_expect_eq(count_lines(log, "tools/list", NULL), 3);
 }
+
+/* ---- lines that are JSON but no JSON-RPC -------------------------------- */
+
+/* A server that prints JSON objects that are no JSON-RPC message (neither
+ * a method nor an id) prints lines that are not JSON-RPC: skipped and
+ * counted, as the header says, so that the Timeout says why no answer
+ * came rather than only that none did. */
+Test(mcp_promises, json_objects_that_are_no_json_rpc_are_counted_as_skipped)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1000;
+    open_fake("objects", &o);
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT,
+                 "3 lines that are not JSON-RPC were skipped");
+    cJSON_Delete(got);
+}
