@@ -259,7 +259,8 @@ typedef struct pl_mcp_options {
  *         `initialize` with a protocol version this library does not
  *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists
  *         a tool twice, pages its tool list in a loop (a nextCursor given
- *         twice, named), past 100 pages or 1024 tools, or does not answer
+ *         twice, named) or with a nextCursor that is not a string, past
+ *         100 pages or 1024 tools, or does not answer
  *         within start_timeout_ms: none
  *         is registered; a server that does not take
  *         notifications/initialized, over HTTP a status other than 2xx or

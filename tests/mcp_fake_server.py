@@ -47,6 +47,8 @@ a test tells two servers of one DIR apart).  MODE:
                 "page2", "page3", "page2", ...
     objects     as ok, but a call is answered with three lines that are
                 JSON objects and no JSON-RPC, and nothing more
+    numcursor   as ok, but the first page of tools/list gives the cursor
+                of the second as a number, 2
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -135,6 +137,10 @@ for line in sys.stdin:
             result(i, {"tools": TOOLS[2:3], "nextCursor": "page3"})
         elif mode == "cursorloop" and params.get("cursor") == "page3":
             result(i, {"tools": TOOLS[3:], "nextCursor": "page2"})
+        elif mode == "numcursor" and params.get("cursor") == 2:
+            result(i, {"tools": TOOLS[2:]})
+        elif mode == "numcursor":
+            result(i, {"tools": TOOLS[:2], "nextCursor": 2})
         elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
                                              else [])})

@@ -307,3 +307,20 @@ Test(mcp_promises, json_objects_that_are_no_json_rpc_are_counted_as_skipped)
                  "3 lines that are not JSON-RPC were skipped");
     cJSON_Delete(got);
 }
+
+/* ---- a nextCursor that is no cursor ------------------------------------- */
+
+/* MCP's cursors are strings.  A tools/list page whose nextCursor is
+ * something else (here the number 2) says there are more tools and gives
+ * nothing that asks for them: the registration fails, saying so, rather
+ * than registering the first page's tools as if they were all. */
+Test(mcp_promises, a_next_cursor_that_is_no_string_fails_the_listing)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("numcursor", &o);
+    cr_expect_eq(st, PL_EIO, "%s: %s (%zu tools)", pl_status_name(st),
+                 pl_errmsg(), pl_mcp_tool_count(F.mcp));
+    cr_expect(strstr(pl_errmsg(), "nextCursor"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+}

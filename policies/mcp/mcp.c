@@ -357,6 +357,14 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
             }
             cJSON_AddItemToArray(*out, cJSON_Duplicate(it, 1));
         }
+        const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r, "nextCursor");
+        if (!st && nc && !cJSON_IsNull(nc) && !cJSON_IsString(nc))
+            /* more tools, and nothing that asks for them: the list is not
+             * taken for whole */
+            st = pl__err(PL_EIO,
+                         "MCP server %s: tools/list: page %d has a "
+                         "\"nextCursor\" that is not a string",
+                         m->name, page + 1);
         const char *next = pl__mcp_str(r, "nextCursor");
         free(cursor);
         cursor = next && *next ? pl__strdup(next) : NULL;
