@@ -324,3 +324,40 @@ Test(mcp_promises, a_next_cursor_that_is_no_string_fails_the_listing)
     cr_expect_null(F.mcp);
     cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
 }
+
+/* ---- the size of base64 data -------------------------------------------- */
+
+/* "bytes" is the size of the decoded data, padded or not: base64 without
+ * its '=' padding ("QUJDREU", "ABCDE"; "QUI", "AB") was counted in whole
+ * groups of four only (3 and 0 bytes). */
+Test(mcp_promises, the_bytes_of_base64_data_without_padding)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [{\"type\": \"image\", \"mimeType\": \"image/png\", "
+        "\"data\": \"QUJDREU\"}, {\"type\": \"audio\", \"mimeType\": "
+        "\"audio/wav\", \"data\": \"QUI\"}, {\"type\": \"image\", "
+        "\"mimeType\": \"image/png\", \"data\": \"QUJDREU=\"}, {\"type\": "
+        "\"resource\", \"resource\": {\"uri\": \"file:///b\", \"blob\": "
+        "\"QUJDRA\"}}]}}}]",
+        1);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(at(got, 0), "content");
+    const double want[] = {5, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c,
+                                                                             i),
+                                                          "bytes");
+        cr_expect(cJSON_IsNumber(b) && b->valuedouble == want[i], "item %d: %s",
+                  i, t_text(at(got, 0)));
+    }
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c,
+                                                                           3),
+                                                        "resource");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(res, "bytes");
+    cr_expect(cJSON_IsNumber(b) && b->valuedouble == 4, "%s",
+              t_text(at(got, 0)));
+    cJSON_Delete(got);
+}

@@ -69,13 +69,13 @@ static bool copy_str(cJSON *to, const cJSON *from, const char *key)
 /* Base64 data: its "bytes" (decoded size) and, up to the cap, itself. */
 static bool add_data(cJSON *to, const char *key, const char *b64, size_t cap)
 {
-    size_t len = strlen(b64);
-    size_t pad = len >= 2 && b64[len - 1] == '=' ? (b64[len - 2] == '=' ? 2 : 1)
-                                                 : 0;
-    /* "==" alone is no data, not 2^64 - 2 bytes */
-    size_t whole = len / 4 * 3;
+    size_t len = strlen(b64), digits = len;
+    while (digits && b64[digits - 1] == '=')
+        digits--;
+    /* 6 bits a digit, padded or not ("QUI" and "QUI=" are 2 bytes; "=="
+     * alone is none) */
     if (!cJSON_AddNumberToObject(to, "bytes",
-                                 (double)(whole > pad ? whole - pad : 0)))
+                                 (double)(digits / 4 * 3 + digits % 4 * 3 / 4)))
         return false;
     if (len <= cap)
         return cJSON_AddStringToObject(to, key, b64) != NULL;
