@@ -21,7 +21,8 @@
  * their "uri", "mimeType" and "text" (cut at max_inline_bytes, with
  * "truncated": true) and a "blob" as an image's data.  A result that is
  * not an object, a "content" that is not an array or an item of it that
- * is not an object with a "type" is a ToolBug error result.
+ * is not an object with a "type", or a "structuredContent" that is not an
+ * object (null is none) is a ToolBug error result.
  *
  * Errors are error-as-data results {"error": true, "code", "message"},
  * never statuses, so the calling policy (a model) can read them:

@@ -361,3 +361,31 @@ Test(mcp_promises, the_bytes_of_base64_data_without_padding)
               t_text(at(got, 0)));
     cJSON_Delete(got);
 }
+
+/* ---- a structuredContent that is no object ------------------------------ */
+
+/* A result whose "structuredContent" is not an object (MCP has it one) is
+ * a ToolBug, as a "content" that is not an array is: it was dropped, and
+ * the result read as if the server had sent none.  null is none. */
+Test(mcp_promises, a_structured_content_that_is_no_object_is_a_tool_bug)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": \"42 rows\"}}},"
+        " {\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": [1]}}},"
+        " {\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": null}}}]",
+        3);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "structuredContent");
+    expect_error(at(got, 1), PL_ERR_TOOL_BUG, "structuredContent");
+    cr_expect(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(at(got, 2),
+                                                             "content")),
+              "%s", t_text(at(got, 2)));
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(at(got, 2),
+                                                    "structuredContent"));
+    cJSON_Delete(got);
+}

@@ -190,6 +190,13 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
         return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
                                   "the server's result has a \"content\" "
                                   "that is not an array");
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (sc && !cJSON_IsNull(sc) && !cJSON_IsObject(sc))
+        /* dropped, the result would say less than the server did */
+        return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
+                                  "the server's result has a "
+                                  "\"structuredContent\" that is not an "
+                                  "object");
     cJSON *res = cJSON_CreateObject();
     cJSON *items = res ? cJSON_AddArrayToObject(res, "content") : NULL;
     int st = items ? PL_OK : PL_ENOMEM;
@@ -216,7 +223,6 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
         }
         it = next;
     }
-    cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
     if (!st && cJSON_IsObject(sc)) {
         sc = cJSON_DetachItemViaPointer(r, sc);
         if (!cJSON_AddItemToObject(res, "structuredContent", sc)) {
