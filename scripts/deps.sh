@@ -30,12 +30,12 @@ case "${1:-}" in
 esac
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(clang-format json-schema-test-suite postgresql nodejs chromium
-         clang-19 libclang-rt-19-dev lmdb-utils)
+         clang-19 libclang-rt-19-dev lld-19 lmdb-utils)
   # npm is Debian's own package, unless the nodejs installed brings it
   command -v npm >/dev/null || pkgs+=(npm)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
-  pkgs+=(clang-19 libclang-rt-19-dev)
+  pkgs+=(clang-19 libclang-rt-19-dev lld-19)
 fi
 
 missing=()
