@@ -481,6 +481,11 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
     return r->e->on_event ? pl__mono_ns() : 0;
 }
 
+/* Whether a run a worker executes on this thread should stop before its
+ * next call (worker.c): pl_worker_stop() on @p e, or the failure of the
+ * worker whose thread it is (not another worker's). */
+PL__HIDDEN bool pl__worker_stopping(const pl_engine *e);
+
 /* An event of the engine's, not of a run's: the store lost or back
  * (worker.c), schedule @p schedule ("" or NULL: not known) failed to fire
  * (PL_EVENT_SCHEDULE_FAILED, from pl_worker_run() and pl_engine_wake()),
