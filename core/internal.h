@@ -367,6 +367,7 @@ typedef struct pl__run {
                             end, and with a commit once per heartbeat */
     int64_t state_written_us;
     bool check;          /* replay only; never write */
+    bool end_said;       /* an event ended this execution (pl__emit()) */
     bool crashed_before; /* the previous execution died while running */
     char *root_code;     /* the root's code identity in the run's record */
 

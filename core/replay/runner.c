@@ -158,11 +158,9 @@ static bool store_failure(int st)
            st == PL_ENOMEM;
 }
 
-int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
-                    bool replaying, pl_outcome **out)
+static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                   bool replaying, pl_outcome **out, uint64_t t0)
 {
-    uint64_t t0 = pl__ev_clock(r);
-    pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
     pl_steps *steps = NULL;
     int st = pl_steps_new(&steps);
     if (!st) {
@@ -299,6 +297,27 @@ int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     *out = o;
     pl__err(st, "%s", o->reason ? o->reason : "");
     return PL_OK;
+}
+
+/* Execute the run, told as events: its start, and its end.  An execution
+ * that stopped with no end of the run (a check at its record's end, a run
+ * left for newer code, a failure of the store) says so, so that what
+ * follows it (an exporter's spans) does not wait for its next one. */
+int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                    bool replaying, pl_outcome **out)
+{
+    uint64_t t0 = pl__ev_clock(r);
+    r->end_said = false;
+    pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
+    int st = execute(r, def, root, replaying, out, t0);
+    if (!r->end_said) {
+        char msg[PL__ERRMSG_MAX];
+        pl__errmsg_save(msg);
+        pl__emit(r, PL_EVENT_RUN_STOPPED, "0", 0, def->name, 0,
+                 st ? st : r->stop, pl__ev_clock(r) - t0, msg);
+        pl__errmsg_restore(msg);
+    }
+    return st;
 }
 
 /* ---- start ---------------------------------------------------------------------------- */
