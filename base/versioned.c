@@ -57,7 +57,7 @@ LAYOUT(schedule, pl_schedule, PL_SCHEDULE, END(pl_schedule, start_ms),
        sizeof(pl_schedule));
 LAYOUT(tombstone, pl_tombstone, PL_TOMBSTONE, sizeof(pl_tombstone));
 LAYOUT(prune_options, pl_prune_options, PL_PRUNE_OPTIONS,
-       sizeof(pl_prune_options));
+       END(pl_prune_options, user), sizeof(pl_prune_options));
 LAYOUT(pool_options, pl_pool_options, PL_POOL_OPTIONS, sizeof(pl_pool_options));
 LAYOUT(call_spec, pl_call_spec, PL_CALL_SPEC, sizeof(pl_call_spec));
 LAYOUT(decorator, pl_decorator, PL_DECORATOR, sizeof(pl_decorator));

@@ -285,7 +285,8 @@ PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed,
  * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a
  * tick's run and the cursor moved past it are one transaction (schedule.c,
  * docs/design.md §14.1).  A taken id is PL_EEXIST as for pl_run_submit();
- * the record may have been written with it or not.
+ * the record may have been written with it or not.  A record changed since
+ * @p expect was read is PL_EBUSY: nothing written, no run made.
  */
 PL__HIDDEN int pl__run_submit_sched(pl_engine *e, const pl_action *root,
                                     const pl_run_options *opts,
@@ -366,6 +367,7 @@ typedef struct pl__run {
                             end, and with a commit once per heartbeat */
     int64_t state_written_us;
     bool check;          /* replay only; never write */
+    bool end_said;       /* an event ended this execution (pl__emit()) */
     bool crashed_before; /* the previous execution died while running */
     char *root_code;     /* the root's code identity in the run's record */
 
@@ -479,6 +481,11 @@ static inline uint64_t pl__ev_clock(const pl__run *r)
 {
     return r->e->on_event ? pl__mono_ns() : 0;
 }
+
+/* Whether a run a worker executes on this thread should stop before its
+ * next call (worker.c): pl_worker_stop() on @p e, or the failure of the
+ * worker whose thread it is (not another worker's). */
+PL__HIDDEN bool pl__worker_stopping(const pl_engine *e);
 
 /* An event of the engine's, not of a run's: the store lost or back
  * (worker.c), schedule @p schedule ("" or NULL: not known) failed to fire

@@ -27,7 +27,7 @@ TestSuite(api_args, .timeout = 120);
 #define TOO_LONG (PL_RETAIN_MS_MAX + 1)
 #define STATS_V(v) (&(pl_store_stats){(v), 0, 0, 0, 0, 0, 0, 0})
 #define RUNS_V(v, after) (&(pl_runs_options){(v), (after), false, NULL})
-#define PRUNE_V(v) (&(pl_prune_options){(v), 0, 0, 0, false, NULL, NULL})
+#define PRUNE_V(v) (&(pl_prune_options){(v), 0, 0, 0, false, NULL, NULL, NULL})
 #define TOMB (&(pl_tombstone){PL_TOMBSTONE_VERSION, 0, 0, {0}, 0, 0, 0, {0}})
 #define TOMB_V(v) (&(pl_tombstone){(v), 0, 0, {0}, 0, 0, 0, {0}})
 

@@ -522,6 +522,46 @@ Test(otel, concurrent_runs_share_one_exporter)
     pl_registry_free(reg);
 }
 
+/* A check that stops where the record ends (PL_ECHECK, no event of the
+ * run's end) left its spans open until the run next executed on the
+ * exporter, never sent if none did: they end with it, "stopped". */
+Test(otel, a_check_that_stops_at_the_records_end_ends_its_spans)
+{
+    t_server s;
+    ot_receiver(&s, "{\"status\": 200, \"body\": {}}");
+    pl_otel *x = ot_exporter(ot_endpoint(&s));
+    pl_registry *reg = registry();
+    pl_engine *e = engine_with(t_store_path(), reg, x);
+    pl_outcome *o = start(e, "asker", "run-chk");
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "run-chk", &ro), PL_ECHECK, "%s",
+                 pl_errmsg());
+    cr_assert_null(o);
+    ot_flush(x);
+    cJSON *spans = ot_spans(&s);
+    /* the suspension's 3; the check's run, echo served (approve's call,
+     * to execute, is where it stopped) */
+    cr_expect_eq(check_tree(spans, "run-chk"), 3 + 2, "the check's not sent");
+    cr_expect_str_eq(ot_attr_s(ot_span_at(spans, "run-chk", "0.0"),
+                               "policyledger.outcome"),
+                     "served");
+    const cJSON *root = ot_span_at(spans, "run-chk", "0");
+    cr_assert_not_null(root);
+    cr_expect_str_eq(ot_attr_s(root, "policyledger.outcome"), "stopped");
+    cr_expect_str_eq(ot_attr_s(root, "policyledger.status"), "PL_ECHECK");
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(root, "status");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 0,
+                 "a check at its record's end is no error");
+    cJSON_Delete(spans);
+    pl_engine_close(e);
+    cr_expect_eq(pl_otel_close(x), PL_OK);
+    pl_registry_free(reg);
+}
+
 /* ---- receivers that do not receive ------------------------------------------ */
 
 /* Run "outer" with @p x attached; the run completes whatever the receiver

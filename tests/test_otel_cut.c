@@ -3,9 +3,11 @@
  * execution stops with no end event: a store that refuses a commit (here
  * the process's file size limit, RLIMIT_FSIZE, standing in for a full
  * disk) leaves the run as it was, and the engine reports neither the
- * call's nor the run's end.  The spans that execution opened end when the
- * run executes again, as "interrupted" (status ERROR), never as the next
- * execution's outcome, and are not kept open for good.
+ * call's nor the run's end, but that the execution stopped
+ * (PL_EVENT_RUN_STOPPED).  The spans that execution opened end then, as
+ * "stopped" with the store's status (status ERROR), never as the next
+ * execution's outcome, and are not kept open until the run executes
+ * again (they were, ended "interrupted" only then: never, if it did not).
  */
 #include "support_otel.h"
 
@@ -87,7 +89,10 @@ Test(otel_cut, an_execution_the_store_cut_off_ends_its_spans_interrupted,
     ot_flush(x);
     cJSON *spans = ot_spans(&s);
     int before = cJSON_GetArraySize(spans);
-    cr_assert_null(ot_span_at(spans, "cut", "0"), "the run has not ended");
+    const cJSON *cut = ot_span_at(spans, "cut", "0");
+    cr_assert_not_null(cut, "the stopped execution's run span, sent");
+    cr_expect_str_eq(ot_attr_s(cut, "policyledger.outcome"), "stopped");
+    cr_expect_str_eq(ot_attr_s(cut, "policyledger.status"), "PL_ENOSPC");
     cJSON_Delete(spans);
 
     /* the limit lifted, the run goes on to its end */
@@ -98,10 +103,10 @@ Test(otel_cut, an_execution_the_store_cut_off_ends_its_spans_interrupted,
     ot_flush(x);
     spans = ot_spans(&s);
 
-    /* the first execution's run span and the call it was in end
-     * interrupted; every span that says completed is the second's */
+    /* the first execution's run span and the call it was in ended
+     * stopped; every span that says completed is the second's */
     const cJSON *run2 = NULL, *sp;
-    int interrupted = 0, runs = 0;
+    int stopped = 0, runs = 0;
     cJSON_ArrayForEach(sp, spans)
     {
         const char *outcome = ot_attr_s(sp, "policyledger.outcome");
@@ -110,18 +115,19 @@ Test(otel_cut, an_execution_the_store_cut_off_ends_its_spans_interrupted,
             if (!strcmp(outcome, "completed"))
                 run2 = sp;
         }
-        if (!strcmp(outcome, "interrupted")) {
-            interrupted++;
+        cr_expect_str_neq(outcome, "interrupted", "ended only later");
+        if (!strcmp(outcome, "stopped")) {
+            stopped++;
             const cJSON *status = cJSON_GetObjectItemCaseSensitive(sp,
                                                                    "status");
             cr_expect_eq(
                 cJSON_GetObjectItemCaseSensitive(status, "code")->valueint, 2,
-                "an interrupted span is an error");
+                "a span a store's failure stopped is an error");
         }
     }
     cr_assert_not_null(run2, "the second execution's run span");
     cr_expect_eq(runs, 2, "a run span for each execution");
-    cr_expect_eq(interrupted, 2, "the first execution's run and its call");
+    cr_expect_eq(stopped, 2, "the first execution's run and its call");
     /* a call executed in both: completed once, by the second */
     cJSON_ArrayForEach(sp, spans)
     {

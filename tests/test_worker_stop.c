@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #define S_BOUND_MS 60000 /* the longest any condition is waited for */
 
@@ -157,5 +159,88 @@ Test(worker_stop, a_stop_stops_every_worker_of_the_engine)
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
     pl_engine_close(g_engine);
+    pl_registry_free(reg);
+}
+
+/* Submit run @p id of "echo" and wait until it has completed, or @p w has
+ * returned: whether it completed. */
+static bool s_ran(pl_engine *e, const char *id, s_worker *w)
+{
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "echo";
+    root.payload = t_json("{}");
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = id;
+    cr_assert_eq(pl_run_submit(NULL, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete((cJSON *)root.payload);
+    for (int ms = 0; ms < S_BOUND_MS; ms += 5) {
+        pl_run_info *ri = NULL;
+        cr_assert_eq(pl_run_get(&ri, e, id), PL_OK, "%s", pl_errmsg());
+        bool done = ri->status == PL_RUN_COMPLETED;
+        pl_run_info_free(ri);
+        if (done)
+            return true;
+        if (atomic_load(&w->done))
+            return false;
+        s_nap(5);
+    }
+    cr_assert_fail("run %s neither ran nor did its worker return", id);
+    return false;
+}
+
+/* This process's address space now, in bytes (/proc/self/statm). */
+static rlim_t s_vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * A worker's own failure stops that worker alone: worker B cannot start
+ * its second thread (the address space is limited, so that a thread's
+ * stack cannot be mapped) and returns PL_ENOMEM, saying so; worker A, on
+ * the same engine, goes on taking runs.  The failure set the engine's
+ * stop, which every worker looks at: A returned too, PL_OK, and nothing
+ * took the engine's runs until a worker was started again.
+ */
+Test(worker_stop, a_workers_own_failure_stops_that_worker_alone)
+{
+    if (T_SANITIZED) /* the sanitizers map memory of their own */
+        cr_skip_test("the address space is the sanitizers' own");
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    static s_worker a;
+    s_worker_start(&a, e);
+    cr_assert(s_ran(e, "before", &a), "worker A does not run: %d (%s)", a.rc,
+              pl_errmsg());
+
+    struct rlimit was, tight;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &was), 0);
+    tight = was;
+    tight.rlim_cur = s_vm_bytes() + ((rlim_t)4 << 20); /* no 8 MiB stack */
+    cr_assert_eq(setrlimit(RLIMIT_AS, &tight), 0, "%s", strerror(errno));
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.concurrency = 2;
+    o.poll_ms = 10;
+    int st = pl_worker_run(e, &o);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", pl_errmsg());
+    cr_assert_eq(setrlimit(RLIMIT_AS, &was), 0, "%s", strerror(errno));
+    cr_expect_eq(st, PL_ENOMEM, "worker B: %s (%s)", msg, pl_status_name(st));
+    cr_expect(strstr(msg, "cannot start a thread"), "%s", msg);
+
+    cr_expect(s_ran(e, "after", &a),
+              "worker A stopped with worker B's failure (it returned %d)",
+              a.rc);
+    cr_expect_not(atomic_load(&a.done), "worker A returned");
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(a.th, NULL), 0);
+    cr_expect_eq(a.rc, PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(a.completed, 2, "worker A ran both runs");
+    pl_engine_close(e);
     pl_registry_free(reg);
 }

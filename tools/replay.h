@@ -189,7 +189,12 @@ typedef struct tool {
     uint64_t prune_older_ms;   /* --older-than, read */
     unsigned prune_statuses;   /* --status, read */
     bool prune_archive_failed; /* --archive: a run's export stopped it */
-    uint64_t retain_ms;        /* --retain, read */
+    /* --prune: the runs offered (archived) whose end is not yet known, in
+     * the order the prune says it, from prune_head; and those left */
+    struct prune_line *prune_lines;
+    size_t prune_head, prune_n, prune_cap;
+    uint64_t prune_skipped;
+    uint64_t retain_ms; /* --retain, read */
     /* --retain-failed, read */
     uint64_t retain_failed_ms;
     /* --check: live runs by version and by code identity; the gate */

@@ -255,7 +255,8 @@ static void check_one(tool *t, const char *id, pl_run_status recorded,
     } else if (newer) {
         t->n_newer++;
     } else {
-        if (st == PL_ENONDET || st == PL_ECODEVERSION)
+        if (st == PL_ENONDET || st == PL_ECODEVERSION ||
+            !strcmp(verdict, "diverged"))
             t->n_diverged++;
         else
             t->n_failed++;

@@ -278,11 +278,31 @@ static int archive_run(const char *dir, pl_engine *e, const char *id,
     return st;
 }
 
-/* Each run chosen, before it is deleted: archived, and reported. */
+/* A run offered to the prune, until it says what became of it. */
+typedef struct prune_line {
+    char *id;
+    const char *status;
+    char when[40];
+    char *archive; /* NULL: not archived */
+} prune_line;
+
+static void prune_lines_free(tool *t)
+{
+    for (size_t i = 0; i < t->prune_n; i++) {
+        free(t->prune_lines[i].id);
+        free(t->prune_lines[i].archive);
+    }
+    free(t->prune_lines);
+    t->prune_lines = NULL;
+    t->prune_head = t->prune_n = t->prune_cap = 0;
+}
+
+/* Each run chosen, before it is deleted: archived, and kept to be reported
+ * once the prune says what became of it (finished()). */
 static int chosen(const pl_run_info *info, void *user)
 {
     tool *t = user;
-    char path[4200] = "", when[40];
+    char path[4200] = "";
     if (t->opt.archive && !t->opt.dry_run) {
         int st = archive_run(t->opt.archive, t->engine, info->id, path,
                              sizeof path);
@@ -294,25 +314,75 @@ static int chosen(const pl_run_info *info, void *user)
             return st;
         }
     }
-    cli_time_iso(when, sizeof when, info->updated_us, false);
-    if (t->opt.json) {
-        cJSON *j = json_run(t, info->id);
-        if (j) {
-            cJSON_AddStringToObject(j, "status",
-                                    pl_run_status_name(info->status));
-            cJSON_AddStringToObject(j, "ended", when);
-            cJSON_AddStringToObject(j, "action",
-                                    t->opt.dry_run ? "would delete" : "delete");
-            cJSON_AddItemToObject(j, "archive",
-                                  json_str_or_null(*path ? path : NULL));
-        }
-    } else {
-        printf("%s %s (%s, ended %s)%s%s\n",
-               t->opt.dry_run ? "would delete" : "delete", cli_text(info->id),
-               pl_run_status_name(info->status), when,
-               *path ? ", archived to " : "", cli_text(path));
+    if (t->prune_head == t->prune_n) /* every line said: start again */
+        prune_lines_free(t);
+    if (t->prune_n == t->prune_cap) {
+        size_t cap = t->prune_cap ? 2 * t->prune_cap : 64;
+        prune_line *g = realloc(t->prune_lines, cap * sizeof *g);
+        if (!g)
+            return pl_errorf(PL_ENOMEM, "out of memory");
+        t->prune_lines = g;
+        t->prune_cap = cap;
     }
+    prune_line *l = &t->prune_lines[t->prune_n];
+    memset(l, 0, sizeof *l);
+    l->id = strdup(info->id);
+    l->archive = *path ? strdup(path) : NULL;
+    if (!l->id || (*path && !l->archive)) {
+        free(l->id);
+        free(l->archive);
+        return pl_errorf(PL_ENOMEM, "out of memory");
+    }
+    l->status = pl_run_status_name(info->status);
+    cli_time_iso(l->when, sizeof l->when, info->updated_us, false);
+    t->prune_n++;
     return 0;
+}
+
+/* Why the prune left a run it chose (pl_prune_done_fn's status). */
+static const char *left_why(int status)
+{
+    return status == PL_EBUSY
+               ? "it changed after it was chosen, or a worker holds it"
+           : status == PL_ENOTFOUND ? "it was deleted meanwhile"
+                                    : "it is no longer one to delete (it "
+                                      "runs again, or no longer matches)";
+}
+
+/* What became of each run chosen, said once it is durable. */
+static void finished(const char *id, int status, void *user)
+{
+    tool *t = user;
+    prune_line *l = NULL;
+    if (t->prune_head < t->prune_n &&
+        !strcmp(t->prune_lines[t->prune_head].id, id))
+        l = &t->prune_lines[t->prune_head++]; /* else: left before offered */
+    const char *action = status           ? "skipped"
+                         : t->opt.dry_run ? "would delete"
+                                          : "deleted";
+    t->prune_skipped += status != PL_OK;
+    const char *archive = l ? l->archive : NULL;
+    cJSON *j = json_run(t, id);
+    if (j) {
+        cJSON_AddItemToObject(j, "status",
+                              json_str_or_null(l ? l->status : NULL));
+        cJSON_AddItemToObject(j, "ended", json_str_or_null(l ? l->when : NULL));
+        cJSON_AddStringToObject(j, "action", action);
+        cJSON_AddItemToObject(j, "archive", json_str_or_null(archive));
+        if (status) {
+            cJSON_AddStringToObject(j, "reason", left_why(status));
+            cJSON_AddStringToObject(j, "error", pl_status_name(status));
+        }
+    } else if (!t->opt.json) {
+        printf("%s %s", action, cli_text(id));
+        if (l)
+            printf(" (%s, ended %s)", l->status, l->when);
+        if (status)
+            printf(": %s", left_why(status));
+        if (archive)
+            printf("%sarchived to %s", status ? "; " : ", ", cli_text(archive));
+        printf("\n");
+    }
 }
 
 void mode_prune(tool *t)
@@ -322,6 +392,7 @@ void mode_prune(tool *t)
     po.statuses = t->prune_statuses;
     po.dry_run = t->opt.dry_run;
     po.before = chosen;
+    po.after = finished;
     po.user = t;
     uint64_t n = 0;
     int st = pl_engine_prune(t->engine, &po, &n);
@@ -342,7 +413,15 @@ void mode_prune(tool *t)
         worst(t, st == PL_EINVAL && !t->prune_archive_failed ? EXIT_USAGE
                                                              : EXIT_FAILED);
     }
+    prune_lines_free(t);
     if (!t->opt.json)
-        printf("%llu run(s) %s\n", (unsigned long long)n,
-               t->opt.dry_run ? "would be deleted" : "deleted");
+        printf("%llu run(s) %s, %llu skipped\n", (unsigned long long)n,
+               t->opt.dry_run ? "would be deleted" : "deleted",
+               (unsigned long long)t->prune_skipped);
+    cJSON *sum = cJSON_CreateObject();
+    if (sum) {
+        cJSON_AddNumberToObject(sum, "deleted", (double)n);
+        cJSON_AddNumberToObject(sum, "skipped", (double)t->prune_skipped);
+    }
+    set_summary(t, sum, sum != NULL);
 }

@@ -121,6 +121,15 @@ const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
                           const char **note)
 {
     *note = NULL;
+    /* a completed run (or one continued as new) is final: the loaded code
+     * making a call past the end of its record would not end it the same
+     * way, a code change as a divergence is (runs.h, pl_run_continue()) */
+    if (st == PL_ECHECK &&
+        (recorded == PL_RUN_COMPLETED || recorded == PL_RUN_CONTINUED)) {
+        *note = "the loaded code goes on past where the record of the "
+                "ended run stops: it would not end it the same way";
+        return "diverged";
+    }
     if (st == PL_ECHECK)
         *note = "replays cleanly up to where its record ends";
     else if (st == PL_ENONDET)

@@ -89,7 +89,8 @@ bool mark_export_line(cJSON *line, const rows *r, const pl_run_info *ri,
  * "diverged", "unsupported_version" (a code version the loaded code does
  * not support, PL_ECODEVERSION), "needs_newer_code" (newer code recorded
  * it, PL_ENEWERCODE: not a failure, a worker running that code goes on) or
- * "error", and in *note why it is ok (or NULL). */
+ * "error", and in *note why it is ok, or why a completed run whose replay
+ * went on past its record (PL_ECHECK) is "diverged" (or NULL). */
 const char *check_verdict(int st, pl_run_status recorded, int recorded_error,
                           const char **note);
 

@@ -119,6 +119,7 @@ static const char *const event_names[] = {
     "schedule_failed",
     "version",
     "lease_lost",
+    "run_stopped",
 };
 
 const char *pl_event_kind_name(pl_event_kind k)
@@ -528,6 +529,10 @@ void pl__emit(pl__run *r, pl_event_kind kind, const char *path, uint32_t seq,
               uint64_t elapsed_ns, const char *detail)
 {
     pl_engine *e = r->e;
+    if (kind == PL_EVENT_RUN_COMPLETED || kind == PL_EVENT_RUN_FAILED ||
+        kind == PL_EVENT_RUN_SUSPENDED || kind == PL_EVENT_LEASE_LOST ||
+        kind == PL_EVENT_RUN_STOPPED)
+        r->end_said = true; /* runner.c: the execution's end is told */
     if (!e->on_event)
         return;
     pl_event ev = event_of(r, kind, path, seq, policy, type, detail);

@@ -268,6 +268,16 @@ static int run_entry(pl_registry **out, void *handle, const char *path)
         pl_registry_free(scratch);
         return known ? st : PL_EPLUGIN;
     }
+    /* a plugin is its policies: one that says PL_OK and registers none
+     * would load as if they were there, and every run naming them fail */
+    if (!pl_registry_count(scratch)) {
+        pl_registry_free(scratch);
+        return pl__err(PL_EPLUGIN,
+                       "plugin '%s': its entry point registered no policy "
+                       "(it returned PL_OK): nothing to load; it must "
+                       "register its policies in the registry it is given",
+                       path);
+    }
     *out = scratch;
     return PL_OK;
 }

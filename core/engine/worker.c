@@ -62,8 +62,12 @@ typedef struct worker {
     unsigned poll_ms;
     pthread_mutex_t mu; /* guards the counters and fatal */
     uint64_t completed, suspended, waiting, failed, cancelled, skipped;
-    int fatal; /* a read-only engine: no thread can work */
+    int fatal; /* a read-only engine, or this worker's own failure */
     char fatal_msg[PL__ERRMSG_MAX];
+    /* this worker's own failure (a thread it could not start or set up):
+     * its threads stop, the engine's other workers go on (worker_stop,
+     * pl_worker_stop(), stops them all) */
+    atomic_int stop;
     /* the store (guarded by mu) */
     bool down;        /* its last answer was a failure */
     bool down_writes; /* one of writes refused (full, not writable) */
@@ -208,17 +212,40 @@ static bool next_retake(worker *w, pl__lease *out)
     return any;
 }
 
-static bool stopping(const pl_engine *e)
+/* The stop of the worker whose thread this is (NULL: none): a run it
+ * executes looks at it too (pl__worker_stopping()). */
+static _Thread_local atomic_int *tl_own_stop;
+
+bool pl__worker_stopping(const pl_engine *e)
 {
-    return atomic_load(&((pl_engine *)e)->worker_stop) != 0;
+    return atomic_load(&((pl_engine *)e)->worker_stop) != 0 ||
+           (tl_own_stop && atomic_load(tl_own_stop) != 0);
+}
+
+static bool stopping(worker *w)
+{
+    return atomic_load(&w->e->worker_stop) != 0 || atomic_load(&w->stop) != 0;
+}
+
+/* This worker's own failure @p st (its message the thread's): its threads
+ * stop; the engine's other workers go on. */
+static void fail_own(worker *w, int st)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->fatal) {
+        w->fatal = st;
+        pl__errmsg_save(w->fatal_msg);
+    }
+    pthread_mutex_unlock(&w->mu);
+    atomic_store(&w->stop, 1);
 }
 
 /* Sleep @p us microseconds, in naps of NAP_MS at most, unless a stop is
  * asked for: to the microsecond, so that a thread waiting for a timer
  * looks when it is due, not up to a millisecond later. */
-static void idle(const pl_engine *e, int64_t us)
+static void idle(worker *w, int64_t us)
 {
-    while (us > 0 && !stopping(e)) {
+    while (us > 0 && !stopping(w)) {
         int64_t nap = us < NAP_MS * 1000 ? us : NAP_MS * 1000;
         struct timespec ts = {0, (long)nap * 1000L};
         while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
@@ -315,16 +342,13 @@ static void *work(void *arg)
     unsigned seed = (unsigned)(pl__mono_ns() ^ (uintptr_t)&seed);
     pl__woken *wk; /* this thread's batch of wakes */
     if (pl__woken_new(&wk, e)) {
-        pthread_mutex_lock(&w->mu);
-        w->fatal = PL_ENOMEM;
-        pl__errmsg_save(w->fatal_msg);
-        pthread_mutex_unlock(&w->mu);
-        atomic_store(&e->worker_stop, 1);
+        fail_own(w, PL_ENOMEM); /* this worker's, not the engine's */
         return NULL;
     }
-    while (!stopping(e)) {
+    tl_own_stop = &w->stop;
+    while (!stopping(w)) {
         if (write_wait(w)) {
-            idle(e, (int64_t)w->poll_ms * 1000);
+            idle(w, (int64_t)w->poll_ms * 1000);
             continue;
         }
         fire_schedules(w);
@@ -344,7 +368,8 @@ static void *work(void *arg)
          * the timers blind costs four or five) */
         idle_last = (st == PL_ENOTFOUND && !taken) ||
                     (taken && woke && pl__woken_spent(wk));
-        if (!taken && st == PL_ESTATE) { /* read-only: it never will */
+        if (!taken && st == PL_ESTATE) {
+            /* the engine's store is read-only: no worker of it ever will */
             pthread_mutex_lock(&w->mu);
             w->fatal = st;
             pl__errmsg_save(w->fatal_msg);
@@ -379,14 +404,14 @@ static void *work(void *arg)
             int64_t sched = sched_in_us(w, now);
             if (sched < us)
                 us = sched > 1000 ? sched : 1000;
-            idle(e, us);
+            idle(w, us);
             continue;
         }
         lost_us = 0; /* it took a run */
         slept_for = 0;
         if (!taken)
             st = pl__run_continue_leased(&o, e, &lease);
-        if (store_fault(st) && !stopping(e)) {
+        if (store_fault(st) && !stopping(w)) {
             store_lost(w, st, &lease);
             continue; /* not counted: it goes on once the store is back */
         }
@@ -398,11 +423,11 @@ static void *work(void *arg)
             newer_us = newer_us ? newer_us * 2 : NEWER_MIN_US;
             newer_us = newer_us < NEWER_MAX_US ? newer_us : NEWER_MAX_US;
             pl__run_hand_back(e, lease.run, lease.gen,
-                              stopping(e) ? PL__HAND_BACK_US : newer_us);
+                              stopping(w) ? PL__HAND_BACK_US : newer_us);
         } else {
             newer_us = 0;
         }
-        if (st && st != PL_ENEWERCODE && stopping(e)) {
+        if (st && st != PL_ENEWERCODE && stopping(w)) {
             /* stopped between two calls (call.c): hand the run back, so
              * that another worker takes it now, not once the lease has
              * run out; a lease taken over meanwhile is left alone */
@@ -426,6 +451,7 @@ static void *work(void *arg)
         pl_outcome_free(o);
     }
     pl__woken_free(wk); /* its runs not executed go back to the queue */
+    tl_own_stop = NULL;
     return NULL;
 }
 
@@ -468,6 +494,7 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         return pl__err(PL_ENOMEM, "out of memory");
     atomic_fetch_add(&e->workers, 1);
     pthread_mutex_init(&w.mu, NULL);
+    atomic_init(&w.stop, 0);
     int st = PL_OK;
     unsigned started = 0;
     sigset_t all, old;
@@ -479,7 +506,7 @@ int pl_worker_run(pl_engine *e, const pl_worker_options *opts)
         if (err) {
             st = pl__err(PL_ENOMEM, "pl_worker_run: cannot start a thread: %s",
                          strerror(err));
-            atomic_store(&e->worker_stop, 1);
+            atomic_store(&w.stop, 1); /* its threads, not the engine's */
             break;
         }
     }

@@ -5,8 +5,10 @@
  * The event path (pl_otel_event, on the thread running the call) does no
  * I/O: it opens a span in a table on CALL_STARTED / RUN_STARTED, and on the
  * matching end moves the finished span into a bounded queue (full: dropped
- * and counted).  A run's start ends the spans an earlier execution of it
- * left open ("interrupted": it stopped with no end event).  The thread wakes when a batch is full, a flush is asked
+ * and counted).  An execution that stops with no end of the run
+ * (PL_EVENT_RUN_STOPPED) ends its spans "stopped", with the status; a
+ * run's start ends the spans an earlier execution of it left open
+ * ("interrupted": its process died, say).  The thread wakes when a batch is full, a flush is asked
  * for, or flush_interval_ms passed, and POSTs one request per batch (its
  * body: otel_json.c).
  *
@@ -232,14 +234,14 @@ static void end_open_calls(pl_otel *x, const pl_event *ev, const char *outcome,
 
 /* Why spans end "interrupted" (see end_interrupted()). */
 #define INTERRUPTED_WHY                                                        \
-    "the execution stopped before the run ended, recording nothing (a "        \
-    "failure of the store, say); the run went on from its last durable step"
+    "the execution stopped before the run ended, recording nothing (its "      \
+    "process died, say); the run went on from its last durable step"
 
 /*
  * A run starts an execution while spans of an earlier one are open: that
- * one stopped with no end event (a store that refused a commit, newer
- * code's run; runner.c records nothing then) and the run goes on in this
- * one.  End those spans now, "interrupted", rather than keep them for
+ * one stopped with no event at all (its process died before it could
+ * say PL_EVENT_RUN_STOPPED, or the exporter was attached meanwhile) and
+ * the run goes on in this one.  End those spans now, "interrupted", rather than keep them for
  * good or let this execution's end claim them as its own.
  */
 static void end_interrupted(pl_otel *x, const char *run, int64_t now)
@@ -249,6 +251,20 @@ static void end_interrupted(pl_otel *x, const char *run, int64_t now)
         s.end_ns = now < s.start_ns ? s.start_ns : now;
         s.outcome = "interrupted";
         s.detail = strdup(INTERRUPTED_WHY); /* NULL: left out */
+        enqueue(x, &s);
+    }
+}
+
+/* An execution stopped with no end of the run (PL_EVENT_RUN_STOPPED): its
+ * open spans end "stopped", with its status and message. */
+static void end_stopped(pl_otel *x, const pl_event *ev, int64_t now)
+{
+    pl__otel_span s;
+    while (open_take_any(x, ev->run_id, false, &s)) {
+        s.end_ns = now < s.start_ns ? s.start_ns : now;
+        s.outcome = "stopped";
+        s.status = ev->status;
+        s.detail = dup_or_null(ev->detail); /* NULL: left out */
         enqueue(x, &s);
     }
 }
@@ -338,6 +354,7 @@ void pl_otel_event(const pl_event *ev, void *user)
         end_open_calls(x, ev, outcome_of(ev->kind), now);
         end_span(x, ev, "0", now);
         break;
+    case PL_EVENT_RUN_STOPPED: end_stopped(x, ev, now); break;
     default: break;
     }
 }

@@ -142,7 +142,11 @@ static cJSON *span_json(const pl__otel_span *s)
     /* a lease lost, or an execution interrupted, ends in error: the run
      * goes on elsewhere or later, in spans of their own */
     bool error_result = s->outcome && !strcmp(s->outcome, "failed");
-    bool failed = error_result ||
+    /* stopped: an error, but where it is the run's way (a check at its
+     * record's end, a run left for newer code) */
+    bool stopped = s->outcome && !strcmp(s->outcome, "stopped") &&
+                   s->status != PL_ECHECK && s->status != PL_ENEWERCODE;
+    bool failed = error_result || stopped ||
                   (s->outcome && (!strcmp(s->outcome, "lease_lost") ||
                                   !strcmp(s->outcome, "interrupted")));
     if (ok && s->status)

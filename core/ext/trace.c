@@ -102,6 +102,7 @@ static const char *outcome(pl_event_kind k)
     case PL_EVENT_CALL_FAILED:
     case PL_EVENT_RUN_FAILED: return "failed";
     case PL_EVENT_RUN_SUSPENDED: return "suspended";
+    case PL_EVENT_RUN_STOPPED: return "stopped";
     default: return NULL;
     }
 }

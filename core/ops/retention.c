@@ -112,7 +112,15 @@ typedef struct rule {
     bool dry_run;
     pl_prune_fn before;
     void *user;
+    pl_prune_done_fn after; /* what became of each run chosen */
 } rule;
+
+/* Tell the rule's @p after what became of run @p id. */
+static void done(const rule *r, const char *id, int status)
+{
+    if (r && r->after)
+        r->after(id, status, r->user);
+}
 
 static bool rule_match(const rule *r, pl_run_status status, int64_t updated)
 {
@@ -225,7 +233,8 @@ static int delete_batch(pl_engine *e, char *const *ids, size_t n, const rule *r,
     for (size_t i = 0; !st && i < n; i++) {
         st = victim_load(e, ids[i], r, &v[i]);
         if (r && (st == PL_ESTATE || st == PL_ENOTFOUND)) {
-            st = PL_OK; /* ended otherwise, or gone meanwhile: left */
+            done(r, ids[i], st); /* ended otherwise, or gone meanwhile */
+            st = PL_OK;
             continue;
         }
         if (!st && r && r->before)
@@ -237,6 +246,8 @@ static int delete_batch(pl_engine *e, char *const *ids, size_t n, const rule *r,
     int stop = st;
     if (r && r->dry_run) {
         *deleted += k;
+        for (size_t i = 0; i < k; i++)
+            done(r, d[i].id, PL_OK);
         k = 0;
     }
     if (k && (!stop || r)) {
@@ -244,7 +255,11 @@ static int delete_batch(pl_engine *e, char *const *ids, size_t n, const rule *r,
         for (size_t i = 0; !dst && i < k; i++) {
             if (d[i].rc == PL_OK)
                 ++*deleted;
-            else if (!r)
+            /* said once the transaction is durable: left, or deleted */
+            done(r, d[i].id,
+                 d[i].rc == PL_OK || d[i].rc == PL_ENOTFOUND ? d[i].rc
+                                                             : PL_EBUSY);
+            if (d[i].rc != PL_OK && !r)
                 dst = d[i].rc == PL_ENOTFOUND
                           ? pl__err(PL_ENOTFOUND, "run '%s' is gone already",
                                     d[i].id)
@@ -392,8 +407,9 @@ int pl_engine_prune(pl_engine *e, const pl_prune_options *opts,
     if (o.older_than_ms > PL_RETAIN_MS_MAX)
         return pl__err(PL_EINVAL, "pl_engine_prune: older_than_ms is too "
                                   "large");
-    rule r = {mask, pl__now_us() - (int64_t)o.older_than_ms * 1000, o.dry_run,
-              o.before, o.user};
+    rule r = {mask,      pl__now_us() - (int64_t)o.older_than_ms * 1000,
+              o.dry_run, o.before,
+              o.user,    o.after};
     return prune(e, &r, o.batch ? o.batch : BATCH_DEFAULT, deleted);
 }
 

@@ -248,7 +248,7 @@ int pl__call_may_start(pl__run *r)
 {
     if (r->stop)
         return r->stop;
-    if (r->worker && atomic_load(&r->e->worker_stop)) /* worker.c */
+    if (r->worker && pl__worker_stopping(r->e)) /* worker.c */
         return pl__run_fail(r, PL_EBUSY,
                             "run %s: the worker is stopping: the run goes "
                             "back to the queue after its last call",

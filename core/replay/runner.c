@@ -158,11 +158,9 @@ static bool store_failure(int st)
            st == PL_ENOMEM;
 }
 
-int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
-                    bool replaying, pl_outcome **out)
+static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                   bool replaying, pl_outcome **out, uint64_t t0)
 {
-    uint64_t t0 = pl__ev_clock(r);
-    pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
     pl_steps *steps = NULL;
     int st = pl_steps_new(&steps);
     /* a run failed before it started (claim.c: its steps unreadable) is
@@ -302,6 +300,27 @@ int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
     return PL_OK;
 }
 
+/* Execute the run, told as events: its start, and its end.  An execution
+ * that stopped with no end of the run (a check at its record's end, a run
+ * left for newer code, a failure of the store) says so, so that what
+ * follows it (an exporter's spans) does not wait for its next one. */
+int pl__run_execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
+                    bool replaying, pl_outcome **out)
+{
+    uint64_t t0 = pl__ev_clock(r);
+    r->end_said = false;
+    pl__emit(r, PL_EVENT_RUN_STARTED, "0", 0, def->name, 0, 0, 0, NULL);
+    int st = execute(r, def, root, replaying, out, t0);
+    if (!r->end_said) {
+        char msg[PL__ERRMSG_MAX];
+        pl__errmsg_save(msg);
+        pl__emit(r, PL_EVENT_RUN_STOPPED, "0", 0, def->name, 0,
+                 st ? st : r->stop, pl__ev_clock(r) - t0, msg);
+        pl__errmsg_restore(msg);
+    }
+    return st;
+}
+
 /* ---- start ---------------------------------------------------------------------------- */
 
 static int start_existing(pl_outcome **out, pl_engine *e, const char *id,
@@ -419,6 +438,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         create.sched_name = sched->sched_name;
         create.sched_rec = sched->sched_rec;
         create.sched_expect = sched->sched_expect;
+        create.sched_strict = sched->sched_strict;
     }
     if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
@@ -504,6 +524,7 @@ int pl__run_submit_sched(pl_engine *e, const pl_action *root,
     sched.sched_name = sched_name;
     sched.sched_rec = rec;
     sched.sched_expect = expect;
+    sched.sched_strict = true; /* changed meanwhile: PL_EBUSY, no run */
     int st = run_options(&o, opts, "pl_run_submit");
     return st ? st : start_run(&none, NULL, e, root, &o, true, &exists, &sched);
 }

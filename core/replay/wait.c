@@ -431,7 +431,7 @@ static int sleep_until(pl_ctx *c, int64_t until_ms)
         int64_t now = pl__now_us() / 1000;
         if (now >= until_ms)
             return ride_keyed(r, PL_OK);
-        bool stopping = r->worker && atomic_load(&r->e->worker_stop);
+        bool stopping = r->worker && pl__worker_stopping(r->e);
         if (until_ms - now > wait_in_place_ms(r->e) || stopping)
             return park(c, seq, until_ms, NULL);
         if ((st = wait_in_place(r, until_ms)))
@@ -611,7 +611,7 @@ static int wait_event(pl_ctx *c, const char *name, int64_t until_ms,
                          name, c->path);
             return ride_keyed(r, st);
         }
-        bool stopping = r->worker && atomic_load(&r->e->worker_stop);
+        bool stopping = r->worker && pl__worker_stopping(r->e);
         int64_t place = wait_in_place_ms(r->e);
         if (!until_ms || until_ms - now > place || stopping || !place)
             return park(c, seq, until_ms, name);

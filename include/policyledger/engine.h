@@ -85,7 +85,7 @@ typedef enum pl_event_kind {
                                       stops there), PL_ENEWERCODE when
                                       newer code recorded it (the run is
                                       left for that code) */
-    PL_EVENT_LEASE_LOST = 18     /**< a run's lease was lost: this
+    PL_EVENT_LEASE_LOST = 18,    /**< a run's lease was lost: this
                                       process stalled longer than lease_ms
                                       and another worker took the run (or,
                                       keyed, its place): the run stops at
@@ -94,6 +94,17 @@ typedef enum pl_event_kind {
                                       worker goes on with the others; the
                                       call it was in may run again where
                                       the run went.  Once an execution */
+    PL_EVENT_RUN_STOPPED = 19    /**< an execution stopped with no end of
+                                      the run (none of the events above
+                                      ended it): status says why,
+                                      PL_ECHECK (a check reached where the
+                                      record ends), PL_ENEWERCODE (left
+                                      for newer code), PL_ENONDET (a
+                                      replay diverged), or a failure of
+                                      the store or of this process (the
+                                      run stays as it was, to go on from
+                                      its last durable step); detail is
+                                      the message */
 } pl_event_kind;
 
 /** @return "run_started", "call_served", ... or NULL. */

@@ -100,18 +100,21 @@ int pl_trace_close(pl_trace *trace);
  * recorded it.  Attributes (all spans): policyledger.run_id,
  * policyledger.path, policyledger.policy, policyledger.outcome
  * ("completed", "failed", "served", "suspended", "lease_lost": this
- * worker stalled past its lease, PL_EVENT_LEASE_LOST; "interrupted": see
- * below); calls add
+ * worker stalled past its lease, PL_EVENT_LEASE_LOST; "stopped" and
+ * "interrupted": see below); calls add
  * policyledger.step (the action_call's position in the caller) and
  * policyledger.served (true for a served call); a failure adds
  * policyledger.status (the pl_status name) or policyledger.error_code (an
  * error result's code) and the span's status is ERROR with the detail as
  * its message (a lease lost too).  Spans still open when a run suspends,
  * fails or loses its lease end with it.  An execution that stops with no
- * end event (a store that refuses a commit: the run stays as it was, and
- * its caller gets the store's status) leaves its spans open until the
- * run's next execution starts on this exporter, which ends them
- * "interrupted", status ERROR; never sent, if none does.
+ * end of the run (PL_EVENT_RUN_STOPPED: a check that reaches where the
+ * record ends, a run left for newer code, a store that refuses a commit:
+ * the run stays as it was, and its caller gets that status) ends its
+ * open spans then, "stopped", with policyledger.status saying why; the
+ * span's status is ERROR but for PL_ECHECK and PL_ENEWERCODE, the run's
+ * way.  Spans of an execution whose process died are ended by the run's
+ * next execution on this exporter, "interrupted", status ERROR.
  * An executed call whose end event carries a model's tokens (an LLM
  * policy's result: pl_event.tokens_in / tokens_out) adds
  * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.

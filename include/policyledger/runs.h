@@ -683,7 +683,18 @@ int pl_run_tombstone(pl_tombstone *out, pl_engine *engine, const char *run_id);
  *  pl_status). */
 typedef int (*pl_prune_fn)(const pl_run_info *info, void *user);
 
-#define PL_PRUNE_OPTIONS_VERSION 1
+/** Called by pl_engine_prune() (since pl_prune_options version 2) for
+ *  each run it chose, once what became of it is durable: @p status is
+ *  PL_OK (deleted; a dry run: it would be), or why it was left as it is:
+ *  PL_EBUSY (it changed after it was chosen, or a worker holds it:
+ *  executing it, or replaying it), PL_ESTATE (it is no longer one the
+ *  prune deletes: running again, say) or PL_ENOTFOUND (deleted
+ *  meanwhile).  @p run_id is borrowed for the call.  Not called for a run
+ *  the prune stopped before, nor when the transaction itself failed (the
+ *  prune's status says so). */
+typedef void (*pl_prune_done_fn)(const char *run_id, int status, void *user);
+
+#define PL_PRUNE_OPTIONS_VERSION 2
 
 /** What pl_engine_prune() deletes.  Initialise with PL_PRUNE_OPTIONS_INIT. */
 typedef struct pl_prune_options {
@@ -704,10 +715,14 @@ typedef struct pl_prune_options {
     /** Called for each run before it is deleted (an archive's export,
      *  say); NULL = none. */
     pl_prune_fn before;
-    void *user;              /**< passed to before */
+    void *user;              /**< passed to before and after */
+    /** Since version 2: called for each run chosen once it is deleted or
+     *  left (a run @p before was called for may still be left, changed
+     *  meanwhile); NULL = none. */
+    pl_prune_done_fn after;
 } pl_prune_options;
 
-#define PL_PRUNE_OPTIONS_INIT { PL_PRUNE_OPTIONS_VERSION, 0, 0, 0, false, NULL, NULL }
+#define PL_PRUNE_OPTIONS_INIT { PL_PRUNE_OPTIONS_VERSION, 0, 0, 0, false, NULL, NULL, NULL }
 
 /**
  * Delete the runs @p opts chooses, leaving their tombstones, in
@@ -723,7 +738,8 @@ typedef struct pl_prune_options {
  * @param opts NULL = PL_PRUNE_OPTIONS_INIT: every run that has ended is
  *        deleted.
  * @param[out] deleted the runs deleted (dry run: that would be); may be
- *        NULL.
+ *        NULL.  A run chosen but left (changed meanwhile) is not counted:
+ *        opts->after says which were left, and why.
  * @return PL_OK; PL_EINVAL; a status opts->before returned; PL_ESTATE (a
  *         read-only engine, unless dry_run); PL_ECORRUPT; PL_ESTORE;
  *         PL_ENOMEM.  Runs deleted before a failure stay deleted.

@@ -407,7 +407,8 @@ PL_PLUGIN_EXPORT int pl_plugin_init(pl_registry *reg);
 #define PL_PLUGIN_DECLARE const unsigned pl_plugin_abi = PL_ABI_VERSION
 
 /**
- * A plugin's entry point: register the plugin's policies in @p reg.
+ * A plugin's entry point: register the plugin's policies in @p reg (at
+ * least one: a plugin that registers none is refused, PL_EPLUGIN).
  * @return PL_OK, or a negative pl_status (with a message through the
  *         registry's own errors, or just the status) to refuse loading.
  */
@@ -427,8 +428,9 @@ typedef int (*pl_plugin_init_fn)(pl_registry *reg);
  *
  * @return PL_OK; PL_ENOTFOUND (no such file); PL_EPLUGIN (not a loadable
  *         shared object, or no PL_PLUGIN_ENTRY or PL_PLUGIN_ABI_SYMBOL, or
- *         it would use another copy of this library than the caller's: a
- *         host linked with the static library); PL_EVERSION (built for
+ *         an entry point that registered no policy, or it would use
+ *         another copy of this library than the caller's: a host linked
+ *         with the static library); PL_EVERSION (built for
  *         another ABI version: the message names the plugin and both
  *         versions); PL_EEXIST (a policy
  *         name is registered already); the entry point's own status when

@@ -344,8 +344,10 @@ typedef struct pl_worker_options {
  *         queue (durable up to that call) for another worker to go on with;
  *         PL_EINVAL (bad options: a retention age past
  *         PL_RETAIN_MS_MAX among them, the field named); PL_ESTATE (a
- *         read-only engine);
- *         PL_ENOMEM (or threads could not be started).
+ *         read-only engine: every worker of the engine stops);
+ *         PL_ENOMEM (or threads could not be started: this worker's own
+ *         failure, which stops its threads only; the engine's other
+ *         workers go on).
  */
 int pl_worker_run(pl_engine *engine, const pl_worker_options *opts);
 
@@ -487,7 +489,9 @@ typedef struct pl_schedule {
 /**
  * Create schedule @p schedule->name, or replace the schedule of that name
  * (its ticks then count from start_ms, or from now; the run it started
- * last is kept, for the overlap rule).  Durable when this returns.
+ * last is kept, for the overlap rule: the last as the store has it when
+ * the put writes, also when a tick fires meanwhile).  Durable when this
+ * returns.
  * @return PL_OK; PL_EINVAL (a bad name, expression, zone, policy name,
  *         rule or run option: the message says which and why; nothing is
  *         written);

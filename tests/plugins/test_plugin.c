@@ -266,6 +266,17 @@ Test(plugin, an_entry_point_that_fails)
     cr_expect(!strstr(pl_errmsg(), "("), "%s", pl_errmsg());
 }
 
+/* An entry point that registers nothing and says PL_OK loaded with no
+ * word: the program, or `ledger-replay --plugin`, went on as if the
+ * plugin's policies were there.  A plugin is a shared object that
+ * registers policies (docs/guide.md, Plugins): one that registers none is
+ * refused, and nothing of it stays loaded. */
+Test(plugin, an_entry_point_that_registers_nothing)
+{
+    expect_refused(plugin("plugin_empty"), PL_EPLUGIN,
+                   "its entry point registered no policy");
+}
+
 Test(plugin, bad_arguments)
 {
     pl_registry *reg = NULL;

@@ -22,6 +22,9 @@
  *               its lease, not parked) while the file P exists; returns {}
  *   "looper"    root: {"left": N}: continues as new with {"left": N - 1}
  *               while N > 0; returns {"left": N}
+ *   "extends"   root: notes "one", and "two" too when $REPLAY_EXTEND is
+ *               set (new code making a call past an old record's end);
+ *               returns no step
  *
  * Built twice: BUILD_TAG changes a description only, so the two builds have
  * different build-ids and replay the same ledgers the same way.
@@ -184,6 +187,17 @@ static int looper(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{s:i}", "left", left);
 }
 
+static int extends(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    int st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "one");
+    if (!st && getenv("REPLAY_EXTEND"))
+        st = pl_ctx_invokef(NULL, ctx, "note", "{s:s}", "text", "two");
+    (void)out; /* no step of its own: its record ends with its last call */
+    return st;
+}
+
 int pl_plugin_init(pl_registry *reg)
 {
     pl_policy_def d = PL_POLICY_DEF_INIT;
@@ -227,6 +241,12 @@ int pl_plugin_init(pl_registry *reg)
     d.name = "looper";
     d.fn = looper;
     d.description = "Continue as new until left is 0.";
+    if ((st = pl_registry_add(reg, &d)))
+        return st;
+    d = (pl_policy_def)PL_POLICY_DEF_INIT;
+    d.name = "extends";
+    d.fn = extends;
+    d.description = "A note, and a second one under newer code.";
     if ((st = pl_registry_add(reg, &d)))
         return st;
     return pl_registry_add_human(reg, "human");

@@ -1096,6 +1096,41 @@ def case_check_a_run_newer_code_recorded():
         s.close()
 
 
+def case_check_a_completed_run_new_code_goes_on_past():
+    """--check of a completed run that the loaded code would take further
+    (a call past the end of its record): it said "ok, replays cleanly up
+    to where its record ends" with exit 0, where the code would not
+    complete the run the same way: a code change, diverged (exit 5).  A
+    run not yet ended that does so is still ok so far."""
+    s = Store()
+    try:
+        P = [ARGS.plugin]
+        p = s.helper("start", ARGS.plugin, "extends", "ext-1", "{}")
+        check(p.stdout == "completed\n", "did not complete", p.stdout)
+        p = s.helper("start", ARGS.plugin, "approval", "live-1",
+                     '{"order": "A-9"}')
+        check(p.stdout == "suspended\n", "did not suspend", p.stdout)
+        doc, _ = s.tool_json("--check", plugins=P, expect=0)
+        check([r["check"] for r in doc["runs"]] == ["ok", "ok"],
+              "the code that recorded them does not replay them", doc)
+        s.env["REPLAY_EXTEND"] = "1"
+        doc, _ = s.tool_json("--check", "--run", "ext-1", plugins=P,
+                             expect=5)
+        r = doc["runs"][0]
+        check(r["check"] == "diverged" and r["status"] == "completed"
+              and "would not end it the same way" in r["note"]
+              and r["message"], "not a divergence", r)
+        p = s.tool("--check", plugins=P, expect=5)
+        check("check ext-1 (completed): diverged, the loaded code goes on "
+              "past where the record of the ended run stops" in p.stdout
+              and "record ends" not in p.stdout.split("ext-1")[1]
+              .split("\n")[0], "the text report says otherwise", p.stdout)
+        check("check live-1 (suspended): ok" in p.stdout,
+              "a live run's check changed", p.stdout)
+    finally:
+        s.close()
+
+
 def case_upgrade_all_diverged_counts_refused_runs():
     """--upgrade --all-diverged under older code: a run a newer build
     recorded is refused (PL_ENEWERCODE, exit 1, left as it was); its last
@@ -1204,7 +1239,7 @@ def case_run_on_a_full_store():
         s.close()
 
 
-CASES = [case_time, case_check_and_upgrade_go_past_a_damaged_run_record, case_upgrade_all_diverged_counts_refused_runs, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
+CASES = [case_time, case_check_and_upgrade_go_past_a_damaged_run_record, case_upgrade_all_diverged_counts_refused_runs, case_check_a_completed_run_new_code_goes_on_past, case_wake_with_a_failing_schedule, case_usage, case_bad_store, case_bad_plugin, case_crash_then_run,
          case_all_skips_a_live_owner, case_all_goes_past_a_damaged_run_record,
          case_all_counts_refused_runs_apart,
          case_check,

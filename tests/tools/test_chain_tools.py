@@ -149,7 +149,7 @@ class ChainTools(unittest.TestCase):
         p = subprocess.run([A.replay, store, "--prune", "--older-than", "0s",
                             "--status", "completed"], capture_output=True,
                            text=True, timeout=60)
-        self.assertIn("delete lp~1 (completed", p.stdout)
+        self.assertIn("deleted lp~1 (completed", p.stdout)
         p = replay("--run", "lp")
         self.assertEqual(p.returncode, 0, (p.stdout, p.stderr))
         self.assertIn("run lp: continued", p.stdout)

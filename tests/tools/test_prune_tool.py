@@ -5,8 +5,10 @@ runs them, on a store order-demo fills.
 usage: test_prune_tool.py LEDGER_REPLAY LEDGER_DUMP ORDER_DEMO ORDER_PLUGIN
 """
 import json
+import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,17 +57,20 @@ class Prune(unittest.TestCase):
     def test_too_young_and_other_statuses_stay(self):
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "1d")
-        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted, 0 skipped"),
+                         err)
         for statuses in ("failed", "cancelled,superseded,continued"):
             rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                                "0s", "--status", statuses)
-            self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+            self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted, 0 skipped"),
+                         err)
         self.assertEqual(len(self.runs()), 3)
 
     def test_a_past_date_prunes_what_ended_before_it(self):
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "2000-01-01T00:00:00Z")
-        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted"), err)
+        self.assertEqual((rc, out.strip()), (0, "0 run(s) deleted, 0 skipped"),
+                         err)
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "2999-01-01T00:00:00Z")
         self.assertEqual(rc, 1, out)
@@ -84,7 +89,7 @@ class Prune(unittest.TestCase):
         self.assertEqual(doc["mode"], "prune")
         self.assertEqual(len(doc["runs"]), 3)
         for r in doc["runs"]:
-            self.assertEqual(r["action"], "delete")
+            self.assertEqual(r["action"], "deleted")
             self.assertTrue(os.path.exists(r["archive"]), r)
         self.assertEqual(self.runs(), [])
         self.assertFalse([f for f in os.listdir(self.arch)
@@ -120,6 +125,76 @@ class Prune(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         rc, _, err = run(DUMP, self.store, "--verify", "--run", "back-1")
         self.assertEqual(rc, 0, err)
+
+    def test_a_run_gone_after_it_was_chosen_is_said_skipped(self):
+        # a prune said "delete ID" before the delete, which then left the
+        # run (changed or deleted meanwhile, held by a worker): it says
+        # what became of each run once that is durable, and counts the
+        # runs left.  The prune is stopped (SIGSTOP) once it has archived
+        # its first run, a run of its batch, whose delete comes after the
+        # batch's archives; another prune deletes that run meanwhile.
+        for attempt in range(3):
+            got = self.prune_stopped_meanwhile(attempt)
+            if got:
+                break
+        else:
+            self.fail("the prune archived every run before it could be "
+                      "stopped, three times")
+        first, rc, out, err = got
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(lines[-1], "30 run(s) deleted, 1 skipped", out)
+        skipped = [l for l in lines if l.startswith("skipped ")]
+        self.assertEqual(len(skipped), 1, out)
+        self.assertTrue(skipped[0].startswith(
+            "skipped order-A-0 (completed, ended "), out)
+        self.assertIn("; archived to " + first, skipped[0])
+        self.assertNotIn("deleted order-A-0", out)
+        self.assertEqual(len([l for l in lines if l.startswith(
+            "deleted order-B-")]), 30, out)
+        self.assertIn("deleted order-B-07 (completed, ended ", out)
+
+    def prune_stopped_meanwhile(self, attempt):
+        """A store of 31 runs pruned with --archive, stopped after its
+        first archive while another prune deletes that run; None when the
+        prune could not be stopped before its batch's delete."""
+        store = os.path.join(self.tmp, "many-%d" % attempt)
+        rc, _, err = run(DEMO, "--store", store, "--order", "A-0", "--quiet")
+        self.assertEqual(rc, 0, err)
+        cut = math.ceil(time.time())  # A-0 ended before it, the others after
+        time.sleep(cut + 1.1 - time.time())
+        for k in range(30):
+            rc, _, err = run(DEMO, "--store", store, "--order", "B-%02d" % k,
+                             "--quiet")
+            self.assertEqual(rc, 0, err)
+        arch = os.path.join(self.tmp, "many-arch-%d" % attempt)
+        os.mkdir(arch)
+        p = subprocess.Popen([REPLAY, store, "--prune", "--older-than", "0s",
+                              "--archive", arch], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        first = os.path.join(arch, "order-A-0.jsonl")
+        raced = True
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(first) and p.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            os.kill(p.pid, signal.SIGSTOP)
+            archived = [f for f in os.listdir(arch) if f.endswith(".jsonl")]
+            raced = p.poll() is None and len(archived) < 31
+            if raced:
+                rc, out, err = run(REPLAY, store, "--prune", "--older-than",
+                                   time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                 time.gmtime(cut)))
+                self.assertEqual(rc, 0, err)
+                self.assertTrue(out.startswith(
+                    "deleted order-A-0 (completed, ended "), out)
+                self.assertTrue(out.endswith(
+                    "\n1 run(s) deleted, 0 skipped\n"), out)
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=120)
+        return (first, p.returncode, out, err) if raced else None
 
     def test_an_archive_that_cannot_be_written_stops_the_prune(self):
         # the second run's file cannot be made: a directory is in its way
@@ -256,7 +331,7 @@ class Prune(unittest.TestCase):
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "0s")
         self.assertEqual(rc, 2, err)
-        self.assertTrue(out.endswith("2 run(s) deleted\n"), out)
+        self.assertTrue(out.endswith("2 run(s) deleted, 0 skipped\n"), out)
         self.assertEqual(self.listed(), ([], ["order-A-2"]))
 
     def test_a_workers_rule_goes_past_a_damaged_run_record(self):
