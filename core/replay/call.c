@@ -394,6 +394,13 @@ static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
                        "pl_ctx_call_step: step '%s' is not an "
                        "action_call recorded in the ledger of %s",
                        id, c->path);
+    /* a second result would run the callee again, and the replay, which
+     * serves the first, would find the record's second one unexplained */
+    if (pl__callee_resolved(c, call->seq))
+        return pl__err(PL_EINVAL,
+                       "pl_ctx_call_step: the call '%s' has its result "
+                       "already: a call is resolved once",
+                       id);
     uint64_t t0 = pl__ev_clock(r);
     const uint8_t *v, *pv;
     size_t vn, pn;
