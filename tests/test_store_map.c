@@ -245,6 +245,22 @@ Test(store, a_map_size_above_its_maximum_is_refused)
     pl_registry_free(reg);
 }
 
+/* A map_size no process can map (3/4 of the address space) is refused
+ * with PL_ENOMEM naming map_size, not as a store out of memory. */
+Test(store, a_map_size_that_cannot_be_mapped_is_named)
+{
+    t_lmdb_only("the map is LMDB's");
+    pl_registry *reg = registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.map_size = SIZE_MAX / 4 * 3;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, t_store_path(), reg, &o);
+    cr_assert_eq(st, PL_ENOMEM, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_expect(strstr(pl_errmsg(), "(map_size)"), "%s", pl_errmsg());
+    pl_registry_free(reg);
+}
+
 Test(store, full_map_that_may_not_grow, .timeout = 300)
 {
     const char *path = t_store_path();

@@ -194,7 +194,9 @@ typedef struct pl_engine_options {
     unsigned version;          /**< PL_ENGINE_OPTIONS_VERSION */
     pl_durability durability;  /**< default PL_DURABILITY_SYNC */
     size_t map_size;           /**< initial map size; 0 = 64 MiB, or
-                                    map_size_max when that is smaller */
+                                    map_size_max when that is smaller;
+                                    one the process cannot map is
+                                    PL_ENOMEM, naming it */
     size_t map_size_max;       /**< growth limit; 0 = no limit; a
                                     map_size above it is PL_EINVAL */
     unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
