@@ -45,7 +45,20 @@ static int stale(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
            pl_steps_add_text(out, NULL, "went on");
 }
 
-/* foreign: the caller's context, used inside its callee. */
+/* foreign: the caller's context, used inside its callee, for a recorded
+ * clock and for a side effect labelled "charge". */
+static int g_stale_se_status;
+static char g_stale_se_msg[512];
+static int g_charges;
+
+static int charge(cJSON **out, void *user)
+{
+    (void)user;
+    g_charges++;
+    *out = cJSON_CreateTrue();
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
 static int foreign_child(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                          void *user)
 {
@@ -55,6 +68,10 @@ static int foreign_child(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int64_t ms = 0;
     g_stale_status = pl_ctx_now(&ms, g_kept);
     snprintf(g_stale_msg, sizeof g_stale_msg, "%s", pl_errmsg());
+    cJSON *v = NULL;
+    g_stale_se_status = pl_ctx_side_effect(&v, g_kept, "charge", charge, NULL);
+    snprintf(g_stale_se_msg, sizeof g_stale_se_msg, "%s", pl_errmsg());
+    cJSON_Delete(v);
     return pl_steps_add_result(out, pl_json_empty());
 }
 
@@ -274,8 +291,9 @@ static int resolver(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     pl_step_free(res);
     res = NULL;
     if (!st) {
-        g_again_status[1] = pl_ctx_call_step(&res, ctx, pl_steps_at(mine, 0),
-                                             &allowed);
+        g_again_status[1] = pl_ctx_call_step_with(&res, ctx,
+                                                  pl_steps_at(mine, 0),
+                                                  &allowed, NULL, 0);
         snprintf(g_again_msg[1], sizeof g_again_msg[1], "%s", pl_errmsg());
         pl_step_free(res);
     }
@@ -353,6 +371,13 @@ Test(api, a_caller_context_used_inside_its_callee_is_refused)
     cr_expect_eq(g_stale_status, PL_EINVAL, "%s",
                  pl_status_name(g_stale_status));
     cr_expect(strstr(g_stale_msg, "'foreign' at 0 "), "%s", g_stale_msg);
+    /* the refusal names the function called, not the value's label */
+    cr_expect(strncmp(g_stale_msg, "pl_ctx_now: ", 12) == 0, "%s", g_stale_msg);
+    cr_expect_eq(g_stale_se_status, PL_EINVAL, "%s",
+                 pl_status_name(g_stale_se_status));
+    cr_expect(strncmp(g_stale_se_msg, "pl_ctx_side_effect: ", 20) == 0, "%s",
+              g_stale_se_msg);
+    cr_expect_eq(g_charges, 0, "the refused side effect never ran");
     cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -779,6 +804,11 @@ Test(api, call_step_refuses_a_call_that_has_its_result)
         cr_expect(strstr(g_again_msg[i], "has its result"), "%d: %s", i,
                   g_again_msg[i]);
     }
+    /* each refusal names the function called */
+    cr_expect(strncmp(g_again_msg[0], "pl_ctx_call_step: ", 18) == 0, "%s",
+              g_again_msg[0]);
+    cr_expect(strncmp(g_again_msg[1], "pl_ctx_call_step_with: ", 23) == 0, "%s",
+              g_again_msg[1]);
     cr_expect_eq(t_calls.echo, 2, "echo ran once for each call");
     pl_steps *l = NULL;
     cr_assert_eq(pl_run_ledger(&l, e, "again", "0"), PL_OK);
