@@ -14,7 +14,8 @@
  * With --approval-timeout, the approval is timed: the run waits (parked in
  * the store) up to MS for an "approval" event, which --answer sends, else
  * escalates; run agent-demo again (or a worker, or ledger-replay --wake)
- * after that time to let it escalate.
+ * after that time to let it escalate.  The timeout is the run's, as its
+ * question: another for a run that exists is bad usage.
  *
  * With --mcp NAME=SPEC, the tools of the MCP server SPEC
  * (policyledger_mcp.h) are registered as "NAME.TOOL".  Mounted as "fs",
@@ -117,8 +118,8 @@ static void usage(FILE *f)
         "refused\n"
         "  --run ID         the run's id (default research-1)\n"
         "  --crash-after-steps N\n"
-        "                   SIGKILL this process at step boundary N (a step\n"
-        "                   appended or a commit made)\n"
+        "                   SIGKILL this process at step boundary N (from 1: a\n"
+        "                   step appended or a commit made)\n"
         "  --answer JSON    resume the suspended run with the human's answer,\n"
         "                   e.g. '{\"approved\": true}'\n"
         "  --token T        the resume token (default: the run's own)\n"
@@ -132,7 +133,9 @@ static void usage(FILE *f)
         "                   a new run waits up to MS (0 to 1e12) for the "
         "approval (an\n"
         "                   event, sent by --answer), else escalates: run\n"
-        "                   agent-demo again after MS to let it escalate\n"
+        "                   agent-demo again after MS to let it escalate;\n"
+        "                   a run's own: another for a run that exists is "
+        "refused\n"
         "  --mcp NAME=SPEC  register the tools of an MCP server as NAME.TOOL\n"
         "                   (SPEC \"stdio:COMMAND ARG...\" or an http:// URL;\n"
         "                   its standard error goes to STORE.mcp.log); as\n"
@@ -181,6 +184,27 @@ static bool same_question(const cJSON *payload, const char *q)
 {
     const cJSON *had = cJSON_GetObjectItemCaseSensitive(payload, "question");
     return cJSON_IsString(had) && !strcmp(had->valuestring, q);
+}
+
+/* Another --approval-timeout than the run's (its root payload's
+ * approval_timeout_ms, none for an untimed approval) is said, and true. */
+static bool other_timeout(const cJSON *payload, long ms, const char *run_id)
+{
+    const cJSON *had = cJSON_GetObjectItemCaseSensitive(payload,
+                                                        "approval_timeout_ms");
+    if (cJSON_IsNumber(had) && had->valuedouble == (double)ms)
+        return false;
+    if (cJSON_IsNumber(had))
+        fprintf(stderr,
+                "agent-demo: run %s waits up to %.0f ms for its approval, "
+                "not %ld; give another --run for this one\n",
+                run_id, had->valuedouble, ms);
+    else
+        fprintf(stderr,
+                "agent-demo: run %s waits for its approval untimed, not up "
+                "to %ld ms; give another --run for this one\n",
+                run_id, ms);
+    return true;
 }
 
 /* NAME in this program's directory. */
@@ -383,10 +407,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--plugin")) {
             plugin = v;
         } else if (!strcmp(a, "--crash-after-steps")) {
-            if (parse_long(v, &d.crash_after)) {
+            if (parse_long(v, &d.crash_after) || d.crash_after < 1) {
                 fprintf(stderr,
                         "agent-demo: --crash-after-steps needs a number, "
-                        "not '%s'\n",
+                        "not '%s': a step boundary from 1\n",
                         v);
                 return 2;
             }
@@ -511,6 +535,10 @@ int main(int argc, char **argv)
                 "--run for this one\n",
                 run_id);
         rc = 2;
+        goto done;
+    } else if (approval_timeout >= 0 &&
+               other_timeout(info->payload, approval_timeout, run_id)) {
+        rc = 2; /* the run's own, as its question */
         goto done;
     } else if (answer && info->status == PL_RUN_WAITING && !token) {
         /* a timed approval: the answer is an event, and the run goes on

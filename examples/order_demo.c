@@ -93,7 +93,7 @@ static void usage(FILE *f)
         "  --order ID         order id (default A-1001)\n"
         "  --plugin LIB.so    the workflow's plugin (default: order-plugin.so\n"
         "                     next to this program)\n"
-        "  --crash-after N    SIGKILL this process at step boundary N\n"
+        "  --crash-after N    SIGKILL this process at step boundary N (from 1)\n"
         "  --durability MODE  sync (default), group or process\n"
         "  --quiet            print only the outcome\n"
         "\n"
@@ -195,10 +195,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--plugin"))
             plugin = v;
         else if (!strcmp(a, "--crash-after")) {
-            if (parse_long(v, &d.crash_after)) {
+            if (parse_long(v, &d.crash_after) || d.crash_after < 1) {
                 fprintf(stderr,
                         "order-demo: --crash-after needs a number, "
-                        "not '%s'\n",
+                        "not '%s': a step boundary from 1\n",
                         v);
                 return 2;
             }

@@ -21,7 +21,8 @@
  * their "uri", "mimeType" and "text" (cut at max_inline_bytes, with
  * "truncated": true) and a "blob" as an image's data.  A result that is
  * not an object, a "content" that is not an array or an item of it that
- * is not an object with a "type" is a ToolBug error result.
+ * is not an object with a "type", or a "structuredContent" that is not an
+ * object (null is none) is a ToolBug error result.
  *
  * Errors are error-as-data results {"error": true, "code", "message"},
  * never statuses, so the calling policy (a model) can read them:
@@ -258,14 +259,18 @@ typedef struct pl_mcp_options {
  *         started, exits, answers with an error or garbage, answers
  *         `initialize` with a protocol version this library does not
  *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists
- *         a tool twice, or does not answer within start_timeout_ms: none
+ *         a tool twice, pages its tool list in a loop (a nextCursor given
+ *         twice, named) or with a nextCursor that is not a string, past
+ *         100 pages or 1024 tools, or does not answer
+ *         within start_timeout_ms: none
  *         is registered; a server that does not take
  *         notifications/initialized, over HTTP a status other than 2xx or
  *         404, is one that answers with an error); PL_EEXIST (a policy of
- *         that name exists, or @p reg holds the tools of a server
- *         registered as @p name, whatever tools this one lists: none is
+ *         that name exists, or a server was registered as @p name in
+ *         @p reg, whatever tools either lists, none included: none is
  *         registered, this server is not started, and the first's tools
- *         stay as they were); the errors of
+ *         stay as they were; a registration that failed takes no name);
+ *         the errors of
  *         pl_registry_add() (a tool's inputSchema this library refuses,
  *         unless unchecked_schemas);
  *         PL_ENOMEM.  On failure *out is NULL, the server is stopped,

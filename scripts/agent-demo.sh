@@ -75,6 +75,19 @@ if [ -n "$mcp" ]; then
   echo "(the files are read through the MCP server: ${mcp_args[1]})"
   echo
 fi
+# replay_step STATUS WHAT ARGS...: ledger-replay on the run's store.  Its
+# standard error, where an --mcp server's chatter goes too, is kept in
+# STORE.mcp.log; when it exits other than STATUS it did not do WHAT: that
+# is shown, and the story stops.
+replay_step() {
+  want=$1 what=$2 rc=0; shift 2
+  "$replay" "$store" --plugin "$plugin" "${mcp_args[@]}" "$@" 2>"$dir/replay.err" || rc=$?
+  cat "$dir/replay.err" >>"$store.mcp.log"
+  [ "$rc" -ne "$want" ] || return 0
+  cat "$dir/replay.err" >&2
+  echo "agent-demo.sh: ledger-replay did not $what (exit status $rc): the story stops here" >&2
+  exit 1
+}
 served() { if [ -f "$dir/script.json.served" ]; then wc -l <"$dir/script.json.served" | tr -d ' '; else echo 0; fi; }
 
 echo "== 1. The agent researches.  Kill it (SIGKILL) at step boundary 24: its"
@@ -94,14 +107,14 @@ before=$(served)
 echo "   the model has been asked $before time(s) so far"
 echo
 echo "== 2. ledger-replay finishes the run from its ledger, up to the approval."
-"$replay" "$store" --plugin "$plugin" "${mcp_args[@]}" --run "$run" 2>>"$store.mcp.log" || [ $? -eq 4 ]
+replay_step 4 "bring the run to its approval" --run "$run"
 after=$(served)
 echo "   the model was asked $before time(s) before, $after in all: only the"
 echo "   $((after - before)) call(s) not yet made were made; none was repeated"
 echo
 echo "== 3. A human approves the answer."
-"$replay" "$store" --plugin "$plugin" "${mcp_args[@]}" --resume "$run" \
-  --answer '{"approved": true}' 2>>"$store.mcp.log"
+replay_step 0 "complete the approved run" --resume "$run" \
+  --answer '{"approved": true}'
 echo
 echo "== 4. The answer (agent-demo replays the finished run: nothing is asked again)."
 "$demo" --store "$store" --run "$run" --model "$AGENT_MODEL" --data "$AGENT_DATA" \

@@ -49,10 +49,9 @@ case "${1:-}" in
   --tsan) dir=build-tsan flags=(-DPL_BUILD_TESTS=ON -DPL_TSAN=ON
                                 -DPL_BROWSER_TESTS=OFF -DPL_BUILD_BENCH=OFF)
           targets=(--target stress_threads) ;;
-  --minimal) dir=build-min flags=(-DPL_BUILD_TESTS=ON -DPL_SANITIZE=OFF
-                                  -DCMAKE_BUILD_TYPE=Release
-                                  -DPL_WITH_POSTGRESQL=OFF -DPL_WITH_CURL=OFF
-                                  -DPL_WITH_WEB=OFF -DPL_BROWSER_TESTS=OFF)
+  # (its configuration in scripts/minimal.cmake, which
+  # tests/release_build.sh reads too)
+  --minimal) dir=build-min flags=(-C scripts/minimal.cmake)
              ctest_args=(-LE long) ;;
   *) echo "usage: scripts/test.sh [--sanitize | --tsan | --minimal]" >&2
      exit 2 ;;

@@ -44,6 +44,14 @@ has "$c/out" '^notify_approver: the approver about'
 run_demo "$c"
 has "$c/out" '^run research-1: waiting'
 hasnt "$c/out" '^notify_approver'
+# the timeout is the run's, as its question: another is bad usage, not
+# ignored; the same one goes on
+run_demo "$c" --approval-timeout 5
+has "$c/out" '^agent-demo: run research-1 waits up to 3600000 ms for its approval, not 5; give another --run for this one$'
+hasnt "$c/out" '^run research-1'
+[ "$(cat "$c/rc")" -eq 2 ] || fail "another timeout exited $(cat "$c/rc")" "$c/out"
+run_demo "$c" --approval-timeout 3600000
+has "$c/out" '^run research-1: waiting'
 run_demo "$c" --answer '{"approved": true}'
 has "$c/out" '^run research-1: completed'
 has "$c/out" "^answer: $expected_answer"
@@ -61,6 +69,15 @@ rc=0
 "$replay" "$c/s.db" --signal research-1 --name approval --payload '{"approved": false}' >"$c/out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "a signal to an ended run exited $rc" "$c/out"
 has "$c/out" 'ended\|completed'
+
+# 1b. A run started with no timeout waits for its approval untimed: a
+# timeout given later is refused, not ignored.
+c="$dir/untimed"; new_case "$c"
+run_demo "$c"
+has "$c/out" '^run research-1: suspended'
+run_demo "$c" --approval-timeout 300
+has "$c/out" '^agent-demo: run research-1 waits for its approval untimed, not up to 300 ms; give another --run for this one$'
+[ "$(cat "$c/rc")" -eq 2 ] || fail "a timeout for an untimed run exited $(cat "$c/rc")" "$c/out"
 
 # 2. An answer sent after the time, before anyone woke the run: the event
 # is there when the wait looks, and wins over the timeout.  The timeout

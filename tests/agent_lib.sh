@@ -16,11 +16,14 @@ new_case() {
   cp "$agent_dir/script.json" "$1/script.json"
 }
 
-# run_demo DIR ARGS...: agent-demo on DIR's store; output in DIR/out.
+# run_demo DIR ARGS...: agent-demo on DIR's store; output in DIR/out, exit
+# status in DIR/rc.
 run_demo() {
   d=$1; shift
+  demo_rc=0
   AGENT_ALLOW= ${wrap:-} "$demo" --store "$d/${db:-s.db}" --model "${model:-scripted://$d/script.json}" \
-    --data "$agent_dir/data" --plugin "$plugin" "$@" >"$d/out" 2>&1 || true
+    --data "$agent_dir/data" --plugin "$plugin" "$@" >"$d/out" 2>&1 || demo_rc=$?
+  echo "$demo_rc" >"$d/rc"
   cat "$d/out" >>"$d/log"
   sed -n 's/^resume token: //p' "$d/out" | tail -1 >"$d/tok.new"
   if [ -s "$d/tok.new" ]; then mv "$d/tok.new" "$d/tok"; else rm -f "$d/tok.new"; fi

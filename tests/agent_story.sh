@@ -59,4 +59,30 @@ assert "ask_human" in get("/api/session")["policies"]
 PY
 kill $web
 wait $web || [ $? -eq 0 ]
-echo "ok: the story ran, and its run holds; ledger-web opens it"
+
+# A story that goes wrong says where and why: a build whose scripted model
+# has only its first answer (the programs are the real ones) leaves
+# ledger-replay an error for the run's result at step 2; the script stops
+# there, exit 1, saying so on stderr, never silently or with the reason
+# lost in a log.
+short=$dir/short
+mkdir -p "$short/examples/agent" "$short/tools"
+for f in examples/agent-demo examples/agent-plugin.so tools/ledger-replay tools/ledger-dump; do
+  ln -s "$build/$f" "$short/$f"
+done
+ln -s "$agent_dir/data" "$short/examples/agent/data"
+python3 - "$agent_dir/script.json" "$short/examples/agent/script.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["responses"] = s["responses"][:1]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+rc=0
+AGENT_DEMO_DIR="$dir/short-story" "$src/scripts/agent-demo.sh" "$short" \
+  >"$dir/short.out" 2>"$dir/short.err" || rc=$?
+cat "$dir/short.out" "$dir/short.err"
+[ "$rc" -eq 1 ] &&
+  grep -q '^agent-demo.sh: ledger-replay did not bring the run to its approval (exit status 0): the story stops here$' "$dir/short.err" &&
+  ! grep -q '^== 3' "$dir/short.out" || {
+  echo "FAIL: a story gone wrong exited $rc without saying where"; exit 1; }
+echo "ok: the story ran, and its run holds; ledger-web opens it; one gone wrong says so"

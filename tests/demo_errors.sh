@@ -39,6 +39,8 @@ one_line 2 "unknown option '--bogus' (see --help)" "$od" --bogus x
 one_line 2 "unexpected argument 'orders.db'" "$od" orders.db
 one_line 2 "--store needs a value" "$od" --store
 one_line 2 "needs a number, not '-1'" "$od" --crash-after -1
+# boundaries count from 1: a crash at boundary 0 would never come
+one_line 2 "needs a number, not '0': a step boundary from 1" "$od" --crash-after 0
 one_line 2 "unknown durability 'fast'" "$od" --durability fast
 # a flag of one value given twice: refused, not the last one taken
 one_line 2 "--order is given twice" "$od" --store o.db --order A --order B
@@ -76,6 +78,7 @@ set +e; "$od" --store c.db --effects c.fx --crash-after 5 --quiet >/dev/null 2>&
 one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline
 one_line 2 "unexpected argument 'x.db'" "$ad" x.db
 one_line 2 "--mcp needs a value" "$ad" --mcp
+one_line 2 "needs a number, not '0': a step boundary from 1" "$ad" --crash-after-steps 0
 one_line 2 "--run is given twice" "$ad" --store a.db --run r1 --run r2
 one_line 2 "--answer is given twice" "$ad" --store a.db --answer '{}' \
   --answer '{"approved": true}'

@@ -42,6 +42,13 @@ a test tells two servers of one DIR apart).  MODE:
                 more and never exits by itself
     slowrestart as ok, but a server started after the first one of DIR
                 takes 2 s to start
+    notools     as ok, but tools/list answers an empty list
+    cursorloop  as ok, but tools/list pages in a loop: its cursors go
+                "page2", "page3", "page2", ...
+    objects     as ok, but a call is answered with three lines that are
+                JSON objects and no JSON-RPC, and nothing more
+    numcursor   as ok, but the first page of tools/list gives the cursor
+                of the second as a number, 2
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
@@ -122,8 +129,18 @@ for line in sys.stdin:
     elif method == "tools/list":
         if mode == "relisthang" and called:
             continue  # never answered once a call came
-        if mode == "toolsobj":
+        if mode == "notools":
+            result(i, {"tools": []})
+        elif mode == "toolsobj":
             result(i, {"tools": {t["name"]: t for t in TOOLS}})
+        elif mode == "cursorloop" and params.get("cursor") == "page2":
+            result(i, {"tools": TOOLS[2:3], "nextCursor": "page3"})
+        elif mode == "cursorloop" and params.get("cursor") == "page3":
+            result(i, {"tools": TOOLS[3:], "nextCursor": "page2"})
+        elif mode == "numcursor" and params.get("cursor") == 2:
+            result(i, {"tools": TOOLS[2:]})
+        elif mode == "numcursor":
+            result(i, {"tools": TOOLS[:2], "nextCursor": 2})
         elif params.get("cursor") == "page2":
             result(i, {"tools": TOOLS[2:] + (TOOLS[:1] if mode == "twice"
                                              else [])})
@@ -143,6 +160,10 @@ for line in sys.stdin:
                 sys.stdout.write("this is not JSON %d\n" % k)
             sys.stdout.write("[1, 2]\n")
             sys.stdout.flush()
+            continue
+        if mode == "objects":
+            for k in range(3):
+                send({"hello": k})
             continue
         if mode == "huge":
             sys.stdout.write('{"jsonrpc": "2.0", "id": %d, "result": {"content": '

@@ -2,8 +2,9 @@
 # The reminder example: two periods pass without an approval (two reminders
 # are sent), then the approval ends the wait; run again, the finished run
 # is replayed and no reminder is sent again.
+#   reminder.sh REMINDER LEDGER_DUMP
 set -eu
-prog=$1
+prog=$1 dump=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 first=$("$prog" "$dir/r.db" 50)
@@ -14,3 +15,59 @@ test "$(echo "$first" | grep -c '^reminder sent to alice@example.com$')" = 2
 echo "$first" | grep -q 'completed {"answer":{"by":"bob"},"reminders":2} (reminders sent by this process: 2)'
 echo "$second" | grep -q 'completed {"answer":{"by":"bob"},"reminders":2} (reminders sent by this process: 0)'
 ! echo "$second" | grep -q 'reminder sent'
+
+# A run that gave up (every period passed before the approver looked,
+# which a period of 1 ms mostly does) is no approval: exit 1, said on
+# stderr; an approved one exits 0.  Tried until one gives up.
+gave_up=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  rc=0
+  "$prog" "$dir/g$i.db" 1 >"$dir/out" 2>"$dir/err" || rc=$?
+  if grep -q '"gave_up":true' "$dir/out"; then
+    [ "$rc" -eq 1 ] && grep -q 'gave up' "$dir/err" || {
+      echo "FAIL: a run that gave up exited $rc"; cat "$dir/out" "$dir/err"; exit 1; }
+    gave_up=1
+    break
+  fi
+  [ "$rc" -eq 0 ] && grep -q '"answer":{"by":"bob"}' "$dir/out" || {
+    echo "FAIL: exited $rc"; cat "$dir/out" "$dir/err"; exit 1; }
+done
+[ "$gave_up" -eq 1 ] || echo "(no run gave up in 10 tries: not checked)"
+
+# killed_at STORE PERIOD_MS STEP: run the program, and kill it (SIGKILL) once
+# its run's root ledger holds STEP (as ledger-dump prints it).
+killed_at() {
+  "$prog" "$1" "$2" >"$dir/out" 2>&1 &
+  pid=$! i=0
+  until "$dump" "$1" --run approval-1 2>/dev/null | grep -q "^  0:[0-9]* *$3"; do
+    i=$((i + 1)); [ $i -le 300 ] || { echo "FAIL: no $3"; kill -9 $pid; exit 1; }
+    sleep 0.05
+  done
+  kill -9 $pid
+  wait $pid || true
+}
+
+# Killed (SIGKILL) once its first reminder is durable, then run again: the
+# run goes on from its ledger, the approver answers after the run's second
+# reminder (not this process's second), and the run is approved.
+killed_at "$dir/c.db" 2000 'action_result send_reminder'
+rc=0
+"$prog" "$dir/c.db" 2000 >"$dir/out" 2>&1 || rc=$?
+cat "$dir/out"
+[ "$rc" -eq 0 ] && grep -q 'completed {"answer":{"by":"bob"},"reminders":2}' "$dir/out" || {
+  echo "FAIL: the continued run exited $rc, not approved"; exit 1; }
+
+# PERIOD_MS is the run's: another for a run that exists is bad usage (exit
+# 2, one line), not ignored; none continues the run with its own.
+killed_at "$dir/p.db" 300 'wait'
+rc=0
+"$prog" "$dir/p.db" 50 >"$dir/out" 2>"$dir/err" || rc=$?
+cat "$dir/out" "$dir/err"
+[ "$rc" -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(wc -l <"$dir/err")" -eq 1 ] &&
+  grep -q 'run approval-1 waits with a period of 300 ms, not 50' "$dir/err" || {
+  echo "FAIL: another PERIOD_MS for the run exited $rc"; exit 1; }
+rc=0
+"$prog" "$dir/p.db" >"$dir/out" 2>&1 || rc=$?
+cat "$dir/out"
+[ "$rc" -eq 0 ] && grep -q 'completed {"answer":{"by":"bob"},"reminders":2}' "$dir/out" || {
+  echo "FAIL: the run continued with its own period exited $rc"; exit 1; }

@@ -224,3 +224,168 @@ Test(mcp_promises, a_bad_variable_name_is_refused_whatever_the_transport)
     snprintf(log, sizeof log, "%s/log", F.dir);
     cr_expect_eq(count_lines(log, "initialize", NULL), 0);
 }
+
+/* ---- a name is the server's, whatever its tools ------------------------- */
+
+/* How many servers of F.dir were started (a line each in F.dir/pids). */
+static int started(void)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/pids", F.dir);
+    return count_lines(path, "", "");
+}
+
+/* A server registered under a name holds it though it lists no tools: a
+ * second registration under that name is PL_EEXIST, as with tools, and
+ * the second server is not started.  A registration that failed holds
+ * no name. */
+Test(mcp_promises, a_name_is_taken_by_a_server_without_tools)
+{
+    pl_mcp_options o = quiet();
+    cr_assert_eq(register_fake("notools", &o), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 0);
+    cr_expect_eq(started(), 1);
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " notools %s", F.dir);
+    pl_mcp *second = (pl_mcp *)1;
+    int st = pl_mcp_register(&second, F.reg, "fake", spec, &o);
+    cr_expect_eq(st, PL_EEXIST, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect_null(second);
+    pl_mcp_close(st ? NULL : second);
+    cr_expect(strstr(pl_errmsg(), "MCP server fake:"), "%s", pl_errmsg());
+    /* a server with tools under it too */
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    second = (pl_mcp *)1;
+    st = pl_mcp_register(&second, F.reg, "fake", spec, &o);
+    cr_expect_eq(st, PL_EEXIST, "%s: %s", pl_status_name(st), pl_errmsg());
+    pl_mcp_close(st ? NULL : second);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    cr_expect_eq(started(), 1, "a server under a name taken was started");
+    /* another name is free; a registration that fails takes none */
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " exit %s", F.dir);
+    pl_mcp *other = NULL;
+    cr_expect_eq(pl_mcp_register(&other, F.reg, "gone", spec, &o), PL_EIO);
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " notools %s", F.dir);
+    cr_expect_eq(pl_mcp_register(&other, F.reg, "gone", spec, &o), PL_OK, "%s",
+                 pl_errmsg());
+    pl_mcp_close(other);
+}
+
+/* ---- a tool list that pages in a loop ----------------------------------- */
+
+/* A server whose tools/list cursors go page2 -> page3 -> page2 pages in a
+ * loop: the registration fails at the cursor given the second time,
+ * naming it, after three requests, not after a hundred with "more than
+ * 100 pages of tools", which says nothing of what is wrong. */
+Test(mcp_promises, a_tool_list_that_pages_in_a_loop_is_refused_at_once)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("cursorloop", &o);
+    cr_expect_eq(st, PL_EIO, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "\"page2\"") && strstr(pl_errmsg(), "loop"),
+              "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+    char log[4300];
+    snprintf(log, sizeof log, "%s/log", F.dir);
+    cr_expect_eq(count_lines(log, "tools/list", NULL), 3);
+}
+
+/* ---- lines that are JSON but no JSON-RPC -------------------------------- */
+
+/* A server that prints JSON objects that are no JSON-RPC message (neither
+ * a method nor an id) prints lines that are not JSON-RPC: skipped and
+ * counted, as the header says, so that the Timeout says why no answer
+ * came rather than only that none did. */
+Test(mcp_promises, json_objects_that_are_no_json_rpc_are_counted_as_skipped)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 1000;
+    open_fake("objects", &o);
+    cJSON *got = run("r1", "[{\"tool\": \"fake.echo\"}]", 1);
+    expect_error(at(got, 0), PL_ERR_TIMEOUT,
+                 "3 lines that are not JSON-RPC were skipped");
+    cJSON_Delete(got);
+}
+
+/* ---- a nextCursor that is no cursor ------------------------------------- */
+
+/* MCP's cursors are strings.  A tools/list page whose nextCursor is
+ * something else (here the number 2) says there are more tools and gives
+ * nothing that asks for them: the registration fails, saying so, rather
+ * than registering the first page's tools as if they were all. */
+Test(mcp_promises, a_next_cursor_that_is_no_string_fails_the_listing)
+{
+    pl_mcp_options o = quiet();
+    int st = register_fake("numcursor", &o);
+    cr_expect_eq(st, PL_EIO, "%s: %s (%zu tools)", pl_status_name(st),
+                 pl_errmsg(), pl_mcp_tool_count(F.mcp));
+    cr_expect(strstr(pl_errmsg(), "nextCursor"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_null(pl_registry_find(F.reg, "fake.echo"));
+}
+
+/* ---- the size of base64 data -------------------------------------------- */
+
+/* "bytes" is the size of the decoded data, padded or not: base64 without
+ * its '=' padding ("QUJDREU", "ABCDE"; "QUI", "AB") was counted in whole
+ * groups of four only (3 and 0 bytes). */
+Test(mcp_promises, the_bytes_of_base64_data_without_padding)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [{\"type\": \"image\", \"mimeType\": \"image/png\", "
+        "\"data\": \"QUJDREU\"}, {\"type\": \"audio\", \"mimeType\": "
+        "\"audio/wav\", \"data\": \"QUI\"}, {\"type\": \"image\", "
+        "\"mimeType\": \"image/png\", \"data\": \"QUJDREU=\"}, {\"type\": "
+        "\"resource\", \"resource\": {\"uri\": \"file:///b\", \"blob\": "
+        "\"QUJDRA\"}}]}}}]",
+        1);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(at(got, 0), "content");
+    const double want[] = {5, 2, 5};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c,
+                                                                             i),
+                                                          "bytes");
+        cr_expect(cJSON_IsNumber(b) && b->valuedouble == want[i], "item %d: %s",
+                  i, t_text(at(got, 0)));
+    }
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c,
+                                                                           3),
+                                                        "resource");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(res, "bytes");
+    cr_expect(cJSON_IsNumber(b) && b->valuedouble == 4, "%s",
+              t_text(at(got, 0)));
+    cJSON_Delete(got);
+}
+
+/* ---- a structuredContent that is no object ------------------------------ */
+
+/* A result whose "structuredContent" is not an object (MCP has it one) is
+ * a ToolBug, as a "content" that is not an array is: it was dropped, and
+ * the result read as if the server had sent none.  null is none. */
+Test(mcp_promises, a_structured_content_that_is_no_object_is_a_tool_bug)
+{
+    pl_mcp_options o = quiet();
+    open_fake("ok", &o);
+    cJSON *got = run(
+        "r1",
+        "[{\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": \"42 rows\"}}},"
+        " {\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": [1]}}},"
+        " {\"tool\": \"fake.fail\", \"args\": {\"text\": \"\", \"result\": "
+        "{\"content\": [], \"structuredContent\": null}}}]",
+        3);
+    expect_error(at(got, 0), PL_ERR_TOOL_BUG, "structuredContent");
+    expect_error(at(got, 1), PL_ERR_TOOL_BUG, "structuredContent");
+    cr_expect(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(at(got, 2),
+                                                             "content")),
+              "%s", t_text(at(got, 2)));
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(at(got, 2),
+                                                    "structuredContent"));
+    cJSON_Delete(got);
+}

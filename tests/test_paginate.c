@@ -56,10 +56,12 @@ static int ran(int page)
 /*
  * pages: {"total": T, "per": K, "page_token": "tN" | "page": N,
  *         "mode": "number", "fail_page": P, "fail_times": F, "code": C,
- *         "item_bytes": B, "repeat": true, "bad_items_page": P}
+ *         "item_bytes": B, "repeat": true, "bad_items_page": P,
+ *         "back_to": K}
  * Page N (1-based) has items "N.1" .. "N.K" (padded to B bytes), and
  * "next_token": "tN+1" (or with mode "number", "next_page": N+1) while
- * N < T.  With "nest": true the items are at /data/0/items.
+ * N < T; with "back_to", the last page's is "tK", a loop.  With "nest":
+ * true the items are at /data/0/items.
  */
 static int pages(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -113,10 +115,13 @@ static int pages(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
                               cJSON_DetachItemFromObject(r, "items"));
     }
     cJSON_AddStringToObject(r, "query", "q");
-    if (page < total) {
+    int back_to = (int)num(p, "back_to", 0); /* the last page's next */
+    if (page < total || back_to) {
         char tok[32];
         snprintf(tok, sizeof tok, "t%d",
-                 cJSON_IsTrue(member(p, "repeat")) ? page : page + 1);
+                 page == total                       ? back_to
+                 : cJSON_IsTrue(member(p, "repeat")) ? page
+                                                     : page + 1);
         if (number)
             cJSON_AddNumberToObject(r, "next_page", page + 1);
         else
@@ -514,6 +519,53 @@ Test(paginate, a_first_page_that_returns_its_own_continuation_stops,
     cr_expect_str_eq(str(pg, "next"), "t2");
     cr_expect_eq(ran(2), 1, "page 2 was read %d times", ran(2));
     expect_replay_still(e, "p", o);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A tool that pages in a loop (t2 -> t3 -> t2 ...) is stopped at the
+ * first continuation seen before in the call, not read over and over to
+ * the page limit with its items merged again each time; the pagination
+ * names the continuation. */
+Test(paginate, a_continuation_seen_before_in_the_call_stops, .fini = t_cleanup)
+{
+    setup(t_tmpdir());
+    static pl_paginate_options po;
+    po = token_opts();
+    po.max_pages = 10;
+    use(&po);
+    pl_registry *reg = registry();
+    pl_engine *e = open_engine(t_store_path(), reg);
+    pl_outcome *o = run(e, "loop", "{\"total\": 3, \"back_to\": 2}");
+    const cJSON *pg = pagination(o);
+    cr_expect_str_eq(str(pg, "stopped"), "repeated_continuation", "%s",
+                     t_text(pl_outcome_result(o)));
+    cr_expect_eq(num(pg, "pages", 0), 3);
+    cr_expect_eq(num(pg, "merged", 0), 3);
+    cr_expect(cJSON_IsFalse(member(pg, "complete")));
+    cr_expect_str_eq(str(pg, "next"), "t2");
+    cr_expect_eq(cJSON_GetArraySize(member(pl_outcome_result(o), "items")), 6,
+                 "each page's items once");
+    const cJSON *err = member(pg, "error");
+    cr_expect(cJSON_IsTrue(member(err, "error")), "%s",
+              t_text(pl_outcome_result(o)));
+    cr_expect_str_eq(str(err, "code"), PL_ERR_TOOL_BUG);
+    const char *msg = str(err, "message");
+    cr_expect(msg && strstr(msg, "\"t2\"") && strstr(msg, "loop"), "%s",
+              msg ? msg : "(no message)");
+    cr_expect_eq(ran(2), 1, "page 2 was read %d times", ran(2));
+    cr_expect_eq(ran(0), 3, "%d pages were read", ran(0));
+    expect_replay_still(e, "loop", o);
+    pl_outcome_free(o);
+    /* a continuation the call was asked with counts as seen: t2 asked page
+     * 2, page 3 returns t2 */
+    o = run(e, "asked",
+            "{\"total\": 3, \"back_to\": 2, "
+            "\"page_token\": \"t2\"}");
+    pg = pagination(o);
+    cr_expect_str_eq(str(pg, "stopped"), "repeated_continuation");
+    cr_expect_eq(num(pg, "pages", 0), 2);
     pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);

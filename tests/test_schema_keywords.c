@@ -212,3 +212,56 @@ Test(schema_keywords, ref_siblings_follow_the_declared_draft)
     invalid(none, "[]", "type");
     refused("{\"$schema\":7}", "#/$schema", "string");
 }
+
+/* Under draft 2020-12 a tuple is "prefixItems" and "items" is one schema,
+ * the schema of the items past the prefix: an "items" array there is a
+ * schema error, named, never read as a draft 7 tuple (which would check
+ * [1, "a"] against [{"type":"integer"},{"type":"string"}] item by item
+ * where the schema's author meant something the draft does not say).
+ * Drafts 7 and 2019-09 keep "items" arrays as tuples. */
+Test(schema_keywords, items_arrays_follow_the_declared_draft)
+{
+    const char *tuple = "\"items\":[{\"type\":\"integer\"},{\"type\":"
+                        "\"string\"}]}";
+    char s2020[256], s2020_after[256], s2019[256], s7[256];
+    snprintf(s2020, sizeof s2020,
+             "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+             "schema\",%s",
+             tuple);
+    /* "$schema" after "items" in the object: the draft is still read first */
+    snprintf(s2020_after, sizeof s2020_after,
+             "{\"properties\":{\"t\":{%s},\"$schema\":"
+             "\"https://json-schema.org/draft/2020-12/schema\"}",
+             tuple);
+    snprintf(s2019, sizeof s2019,
+             "{\"$schema\":\"https://json-schema.org/draft/2019-09/"
+             "schema\",%s",
+             tuple);
+    snprintf(s7, sizeof s7,
+             "{\"$schema\":\"http://json-schema.org/draft-07/schema#\",%s",
+             tuple);
+    refused(s2020, "#/items", "prefixItems");
+    refused(s2020_after, "#/properties/t/items", "2020-12");
+    valid(s2019, "[1,\"a\"]");
+    invalid(s2019, "[\"a\",1]", "type");
+    valid(s7, "[1,\"a\"]");
+    invalid(s7, "[\"a\",1]", "type");
+    /* no "$schema": draft 7, a tuple */
+    invalid("{\"items\":[{\"type\":\"integer\"}]}", "[\"a\"]", "type");
+    /* the 2020-12 way: prefixItems the tuple, items the rest */
+    const char *pfx = "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
+                      "schema\",\"prefixItems\":[{\"type\":\"integer\"},"
+                      "{\"type\":\"string\"}],\"items\":{\"type\":"
+                      "\"boolean\"}}";
+    valid(pfx, "[1,\"a\",true,false]");
+    valid(pfx, "[1]");
+    invalid(pfx, "[\"a\",1]", "type");
+    invalid(pfx, "[1,\"a\",3]", "type");
+    /* an items schema (not an array) stays what it is under 2020-12 */
+    valid("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+          "\"items\":{\"type\":\"integer\"}}",
+          "[1,2]");
+    invalid("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+            "\"items\":{\"type\":\"integer\"}}",
+            "[1,\"a\"]", "type");
+}

@@ -24,6 +24,8 @@ struct pl_registry {
     size_t n_slots;  /* power of two */
     owned *owned;    /* loaded plugins, released last to first */
     size_t n_owned, cap_owned;
+    char **reserved; /* names of servers registered (pl__registry_reserve) */
+    size_t n_reserved, cap_reserved;
 };
 
 static uint32_t fnv1a(const char *s, size_t n)
@@ -67,6 +69,9 @@ void pl_registry_free(pl_registry *reg)
     for (size_t i = reg->n_owned; i-- > 0;)
         reg->owned[i].release(reg->owned[i].resource);
     free(reg->owned);
+    for (size_t i = 0; i < reg->n_reserved; i++)
+        free(reg->reserved[i]);
+    free(reg->reserved);
     free(reg);
 }
 
@@ -300,6 +305,37 @@ int pl__registry_own(pl_registry *reg, void *resource, void (*release)(void *))
     reg->owned = o;
     reg->owned[reg->n_owned++] = (owned){resource, release};
     return PL_OK;
+}
+
+int pl__registry_reserve(pl_registry *reg, const char *name)
+{
+    for (size_t i = 0; i < reg->n_reserved; i++)
+        if (strcmp(reg->reserved[i], name) == 0)
+            return PL_EEXIST;
+    char **r = pl__grow(reg->reserved, &reg->cap_reserved, reg->n_reserved,
+                        sizeof *r, 4);
+    if (!r)
+        return pl__err(PL_ENOMEM, "out of memory");
+    reg->reserved = r;
+    if (!(r[reg->n_reserved] = pl__strdup(name)))
+        return pl__err(PL_ENOMEM, "out of memory");
+    reg->n_reserved++;
+    return PL_OK;
+}
+
+void pl__registry_unreserve(pl_registry *reg, const char *name)
+{
+    for (size_t i = 0; i < reg->n_reserved; i++)
+        if (strcmp(reg->reserved[i], name) == 0) {
+            free(reg->reserved[i]);
+            reg->reserved[i] = reg->reserved[--reg->n_reserved];
+            if (!reg->n_reserved) { /* as before the reservation */
+                free(reg->reserved);
+                reg->reserved = NULL;
+                reg->cap_reserved = 0;
+            }
+            return;
+        }
 }
 
 int pl_registry_add_owned(pl_registry *reg, const pl_policy_def *def,

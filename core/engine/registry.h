@@ -27,4 +27,13 @@ PL__HIDDEN void pl__registry_truncate(pl_registry *reg, size_t n);
 PL__HIDDEN int pl__registry_own(pl_registry *reg, void *resource,
                                 void (*release)(void *)) PL__MUST_CHECK;
 
+/* Reserve @p name, an MCP server's (policyledger_mcp.h: a name is the
+ * server's, whatever tools it lists, none included), for the registry's
+ * life: PL_EEXIST (no message) when it is reserved already, PL_ENOMEM. */
+PL__HIDDEN int pl__registry_reserve(pl_registry *reg,
+                                    const char *name) PL__MUST_CHECK;
+
+/* Drop the reservation of @p name (a registration that failed). */
+PL__HIDDEN void pl__registry_unreserve(pl_registry *reg, const char *name);
+
 #endif /* PL_REGISTRY_H */

@@ -342,6 +342,38 @@ static int add_pagination(cJSON *base, const merge *m, const char *stopped,
     return PL_OK;
 }
 
+/* The page that @p cont asked for already in this call (1-based), or 0. */
+static unsigned asked_before(const cJSON *seen, const cJSON *cont)
+{
+    unsigned k = 1;
+    for (const cJSON *it = seen->child; it; it = it->next, k++)
+        if (cJSON_Compare(it, cont, true))
+            return k;
+    return 0;
+}
+
+/* The error of a continuation @p cont that page @p page returned and that
+ * asked for page @p again before. */
+static int loop_error(cJSON **err, const cJSON *cont, unsigned page,
+                      unsigned again)
+{
+    char *text = cJSON_PrintUnformatted(cont);
+    if (!text)
+        return pl_errorf(PL_ENOMEM, "paginate: out of memory");
+    char why[400];
+    size_t len = strlen(text), n = len;
+    if (n > 200) /* cut at a character */
+        for (n = 200; n && ((unsigned char)text[n] & 0xC0) == 0x80; n--)
+            ;
+    snprintf(why, sizeof why,
+             "page %u returned the continuation %.*s%s, which asked for "
+             "page %u already: the tool pages in a loop",
+             page, (int)n, text, n < len ? "..." : "", again);
+    free(text);
+    return pl_json_pack(err, "{s:b, s:s, s:s}", "error", true, "code",
+                        PL_ERR_TOOL_BUG, "message", why);
+}
+
 static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                        const pl_decorator *self, pl_next *next)
 {
@@ -372,7 +404,9 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
         return pl_steps_push(out, res); /* one page: passed on as it is */
 
     merge m;
-    cJSON *payload = NULL, *sent = NULL, *err = NULL;
+    /* seen: item k the continuation that asked for page k + 1 (null for
+     * a first page asked with none) */
+    cJSON *payload = NULL, *seen = cJSON_CreateArray(), *err = NULL;
     const char *stopped = "end";
     bool fits = true, malformed = false;
     if (!(st = merge_start(&m, first, o->next, o->items)))
@@ -383,12 +417,13 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
                      : cJSON_Duplicate(continuation(first, o->next), true);
     pl_step_free(res);
     res = NULL;
-    if (!st && !cont)
+    if (!st && (!cont || !seen))
         st = pl_errorf(PL_ENOMEM, "paginate: out of memory");
     /* the continuation that asked for the first page: the call's own, when
      * its request carries one (a caller going on from an earlier "next") */
     const cJSON *asked = continuation(action->payload, param);
-    if (!st && asked && !(sent = cJSON_Duplicate(asked, true)))
+    if (!st && !cJSON_AddItemToArray(seen, asked ? cJSON_Duplicate(asked, true)
+                                                 : cJSON_CreateNull()))
         st = pl_errorf(PL_ENOMEM, "paginate: out of memory");
     while (!st && cont) {
         if (m.read >= max_pages) {
@@ -399,8 +434,12 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
             stopped = "byte_cap";
             break;
         }
-        if (sent && cJSON_Compare(sent, cont, true)) {
+        unsigned again = asked_before(seen, cont);
+        if (again) {
+            /* a tool paging in a loop (A -> B -> A) would be read to the
+             * page limit, its pages merged over and over */
             stopped = "repeated_continuation";
+            st = loop_error(&err, cont, m.read, again);
             break;
         }
         cJSON_Delete(payload);
@@ -446,8 +485,7 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
             break;
         }
         /* the page is merged: its continuation is the next one */
-        cJSON_Delete(sent);
-        sent = cont;
+        cJSON_AddItemToArray(seen, cont); /* cannot fail: an array */
         cont = NULL;
         const cJSON *c = continuation(r, o->next);
         if (c && !(cont = cJSON_Duplicate(c, true)))
@@ -464,7 +502,7 @@ static int paginate_fn(pl_ctx *ctx, const pl_action *action, pl_steps *out,
     pl_step_free(res);
     cJSON_Delete(m.base);
     cJSON_Delete(payload);
-    cJSON_Delete(sent);
+    cJSON_Delete(seen);
     cJSON_Delete(cont);
     cJSON_Delete(err);
     return st;

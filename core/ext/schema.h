@@ -14,7 +14,8 @@
  *             definitions $defs (reference targets)
  *   numbers   multipleOf maximum exclusiveMaximum minimum exclusiveMinimum
  *   strings   maxLength minLength (code points) pattern
- *   arrays    items (a schema, or an array: a tuple) additionalItems
+ *   arrays    items (a schema, or an array: a tuple, but for a root
+ *             "$schema" naming 2020-12, where it is refused) additionalItems
  *             prefixItems (2020-12: when present, "items" applies past the
  *             prefix) maxItems minItems uniqueItems contains
  *             minContains maxContains (2020-12: with "contains", how many
@@ -184,6 +185,7 @@ struct pl_schema {
     size_t n_slots, n;
     bool ref_siblings; /* "$schema" 2019-09 or 2020-12: beside "$ref", the
                         * other keywords apply too */
+    bool draft2020;    /* "$schema" 2020-12: "items" is never a tuple */
 };
 
 /* The side table's entry for @p node, or NULL. */

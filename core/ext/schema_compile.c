@@ -388,11 +388,9 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
             if (!cJSON_IsNumber(kw) || !isfinite(kw->valuedouble))
                 st = schema_err(PL_EINVAL, &at, "expected a number");
         } else if (!strcmp(k, "$schema")) {
+            /* the root's was read before compiling (declared_draft()) */
             if (!cJSON_IsString(kw))
                 st = schema_err(PL_EINVAL, &at, "expected a string");
-            else if (!w && (strstr(kw->valuestring, "/draft/2019-09/") ||
-                            strstr(kw->valuestring, "/draft/2020-12/")))
-                s->ref_siblings = true;
         } else if (refused_keyword(k) || (w && !strcmp(k, "$id"))) {
             st = schema_err(PL_EINVAL, &at,
                             "\"%s\" is not supported (%s); the schema is "
@@ -419,6 +417,13 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
                 cJSON_GetObjectItemCaseSensitive(node, "prefixItems"))
                 st = schema_err(PL_EINVAL, &at,
                                 "beside \"prefixItems\", expected a schema");
+            else if (cJSON_IsArray(kw) && s->draft2020)
+                /* 2020-12 has no "items" tuple: reading one as draft 7
+                 * does would check what the schema does not say */
+                st = schema_err(PL_EINVAL, &at,
+                                "under draft 2020-12 (the root's \"$schema\") "
+                                "\"items\" is one schema, for the items past "
+                                "\"prefixItems\": a tuple is \"prefixItems\"");
             else
                 st = cJSON_IsArray(kw) ? schema_array(s, kw, w, k, depth, false)
                                        : sub(s, kw, w, k, depth);
@@ -489,6 +494,21 @@ static int compile_node(pl_schema *s, const cJSON *node, const where *w,
     return st;
 }
 
+/* The draft the root's "$schema" names, read before any keyword is
+ * compiled: it changes what some mean wherever they stand (a "$schema"
+ * below the root is not read, as before). */
+static void declared_draft(pl_schema *s)
+{
+    const cJSON *d = cJSON_IsObject(s->root)
+                         ? cJSON_GetObjectItemCaseSensitive(s->root, "$schema")
+                         : NULL;
+    if (!cJSON_IsString(d))
+        return;
+    s->draft2020 = strstr(d->valuestring, "/draft/2020-12/") != NULL;
+    s->ref_siblings = s->draft2020 ||
+                      strstr(d->valuestring, "/draft/2019-09/") != NULL;
+}
+
 int pl_schema_compile(pl_schema **out, const cJSON *schema)
 {
     if (!out)
@@ -507,6 +527,7 @@ int pl_schema_compile(pl_schema **out, const cJSON *schema)
         free(s);
         return pl_errorf(PL_ENOMEM, "out of memory compiling a JSON Schema");
     }
+    declared_draft(s);
     int st = compile_node(s, s->root, NULL, 0);
     if (st) {
         pl_schema_free(s);

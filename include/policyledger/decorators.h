@@ -508,15 +508,19 @@ typedef struct pl_paginate_options {
  *                    "max_pages", "max_bytes",
  *                    "next": the continuation of the first page not
  *                            merged, "note": "incomplete: ...",
- *                    "error": a failed page's error result}
+ *                    "error": a failed page's error result, or the
+ *                             error that stopped the reading}
  * where "stopped" is "end" (complete: no continuation left), "page_limit",
  * "byte_cap", "error" (a later page's result was an error, or the
  * continuation has no place at opts->param in the request: an
  * "InvalidInput" error; the pages before it are merged), "malformed_page"
  * (a later page's items are not an array) or "repeated_continuation" (a
- * page returned the continuation that asked for it; the first page's is
- * the one the call's payload holds at opts->param, if any).  "next", "note" and "error" are there only when they
- * apply.  Never a silent cut: every page read is in the ledger whole.
+ * page returned a continuation that asked for a page of this call
+ * already, its own or an earlier one's: a tool paging in a loop, A -> B
+ * -> A; the first page's is the one the call's payload holds at
+ * opts->param, if any; "error" is a "ToolBug" error naming the
+ * continuation and the page it asked for).  "next", "note" and "error"
+ * are there only when they apply.  Never a silent cut: every page read is in the ledger whole.
  * @param[out] out the decorator.
  * @param opts NULL for defaults; borrowed (see above).
  * @return PL_OK; PL_EINVAL (NULL @p out, wrong version, a pointer that is

@@ -207,8 +207,10 @@ int pl_json_parse(cJSON **out, const char *text, size_t len);
  * them would let through what the schema refuses: unevaluatedProperties,
  * unevaluatedItems, $dynamicRef, $dynamicAnchor, $recursiveRef,
  * $recursiveAnchor, $anchor, "$id" anywhere but the root, a "$ref" that is
- * not "#..." (remote references), and a known keyword whose value has the
- * wrong type.
+ * not "#..." (remote references), a known keyword whose value has the
+ * wrong type, and an "items" array (draft 7's tuple) beside "prefixItems"
+ * or under a root "$schema" naming draft 2020-12, where "items" is one
+ * schema and a tuple is "prefixItems".
  *
  * "pattern" and "patternProperties" are ECMA-262 regular expressions,
  * unanchored, matched without backtracking (in time linear in the

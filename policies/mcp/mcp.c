@@ -302,8 +302,15 @@ static bool listed(const char *name, const char *const *v, size_t n)
 static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
 {
     *out = cJSON_CreateArray();
-    if (!*out)
+    /* the cursors followed: one given twice is a server paging in a loop,
+     * which would be asked to MAX_PAGES and refused for its length */
+    cJSON *cursors = cJSON_CreateArray();
+    if (!*out || !cursors) {
+        cJSON_Delete(*out);
+        cJSON_Delete(cursors);
+        *out = NULL;
         return PL_ENOMEM;
+    }
     char *cursor = NULL;
     char why[256];
     int st = PL_OK;
@@ -350,6 +357,14 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
             }
             cJSON_AddItemToArray(*out, cJSON_Duplicate(it, 1));
         }
+        const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r, "nextCursor");
+        if (!st && nc && !cJSON_IsNull(nc) && !cJSON_IsString(nc))
+            /* more tools, and nothing that asks for them: the list is not
+             * taken for whole */
+            st = pl__err(PL_EIO,
+                         "MCP server %s: tools/list: page %d has a "
+                         "\"nextCursor\" that is not a string",
+                         m->name, page + 1);
         const char *next = pl__mcp_str(r, "nextCursor");
         free(cursor);
         cursor = next && *next ? pl__strdup(next) : NULL;
@@ -361,7 +376,24 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
             st = PL_ENOMEM;
             break;
         }
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cursors)
+        {
+            if (strcmp(c->valuestring, cursor) == 0) {
+                st = pl__err(PL_EIO,
+                             "MCP server %s: tools/list: page %d gave the "
+                             "cursor \"%.80s\" again: the server pages in "
+                             "a loop",
+                             m->name, page + 1, cursor);
+                break;
+            }
+        }
+        if (!st && !cJSON_AddItemToArray(cursors, cJSON_CreateString(cursor)))
+            st = PL_ENOMEM;
+        if (st)
+            break;
     }
+    cJSON_Delete(cursors);
     free(cursor);
     if (st) {
         cJSON_Delete(*out);
@@ -632,14 +664,21 @@ int pl_mcp_register(pl_mcp **out, pl_registry *reg, const char *name,
                        "MCP server name '%.80s': 1..%d bytes, no "
                        "dot or control character",
                        name ? name : "(null)", MAX_PREFIX);
-    if (server_named(reg, name)) /* before the server is started */
+    /* before the server is started; the name is reserved whatever tools
+     * the server lists, none included (a registry that adopted another's
+     * policies holds its servers' tools without their names) */
+    if (server_named(reg, name) ||
+        (st = pl__registry_reserve(reg, name)) == PL_EEXIST)
         return pl__err(PL_EEXIST,
-                       "MCP server %s: the tools of a server of that name "
-                       "are registered",
+                       "MCP server %s: a server of that name is registered",
                        name);
+    if (st)
+        return st;
     pl_mcp *m = handle_new();
-    if (!m)
+    if (!m) {
+        pl__registry_unreserve(reg, name);
         return PL_ENOMEM;
+    }
     m->wfd = m->rfd = m->err_fd = -1;
     m->retry_after_ms = -1;
     m->timeout_ms = (long)timeout_or(o->timeout_ms, 30000);
@@ -719,6 +758,7 @@ done:
         char saved[PL__ERRMSG_MAX];
         pl__errmsg_save(saved);
         pl_mcp_close(m);
+        pl__registry_unreserve(reg, name);
         pl__errmsg_restore(saved);
     }
     return st;

@@ -69,13 +69,13 @@ static bool copy_str(cJSON *to, const cJSON *from, const char *key)
 /* Base64 data: its "bytes" (decoded size) and, up to the cap, itself. */
 static bool add_data(cJSON *to, const char *key, const char *b64, size_t cap)
 {
-    size_t len = strlen(b64);
-    size_t pad = len >= 2 && b64[len - 1] == '=' ? (b64[len - 2] == '=' ? 2 : 1)
-                                                 : 0;
-    /* "==" alone is no data, not 2^64 - 2 bytes */
-    size_t whole = len / 4 * 3;
+    size_t len = strlen(b64), digits = len;
+    while (digits && b64[digits - 1] == '=')
+        digits--;
+    /* 6 bits a digit, padded or not ("QUI" and "QUI=" are 2 bytes; "=="
+     * alone is none) */
     if (!cJSON_AddNumberToObject(to, "bytes",
-                                 (double)(whole > pad ? whole - pad : 0)))
+                                 (double)(digits / 4 * 3 + digits % 4 * 3 / 4)))
         return false;
     if (len <= cap)
         return cJSON_AddStringToObject(to, key, b64) != NULL;
@@ -190,6 +190,13 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
         return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
                                   "the server's result has a \"content\" "
                                   "that is not an array");
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
+    if (sc && !cJSON_IsNull(sc) && !cJSON_IsObject(sc))
+        /* dropped, the result would say less than the server did */
+        return pl_steps_add_error(out, PL_ERR_TOOL_BUG,
+                                  "the server's result has a "
+                                  "\"structuredContent\" that is not an "
+                                  "object");
     cJSON *res = cJSON_CreateObject();
     cJSON *items = res ? cJSON_AddArrayToObject(res, "content") : NULL;
     int st = items ? PL_OK : PL_ENOMEM;
@@ -216,7 +223,6 @@ static int add_result(pl_steps *out, cJSON *r, size_t cap)
         }
         it = next;
     }
-    cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "structuredContent");
     if (!st && cJSON_IsObject(sc)) {
         sc = cJSON_DetachItemViaPointer(r, sc);
         if (!cJSON_AddItemToObject(res, "structuredContent", sc)) {

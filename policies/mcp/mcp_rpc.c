@@ -622,6 +622,10 @@ int pl__mcp_rpc_with(pl_mcp *m, const char *method, pl__mcp_params_fn params,
             snprintf(why, n, "an answer with neither result nor error");
             garbage++;
             continue;
+        } else if (!mid) {
+            /* neither a request, a notification nor an answer (another
+             * request's: one that timed out): no JSON-RPC */
+            garbage++;
         }
         cJSON_Delete(in);
     }
