@@ -464,6 +464,11 @@ struct pl_ctx {
     pl__buf last_rec; /* else: step next_seq-1's record */
 
     pl_steps view; /* pl_ctx_ledger(): steps 0..view.n-1, read so far */
+
+    /* the action_calls of this ledger whose result it holds, bit seq
+     * (callee.c): pl_ctx_call_step() resolves a call once */
+    uint8_t *resolved;
+    size_t resolved_cap; /* bytes */
 };
 
 struct pl_next {

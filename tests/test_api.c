@@ -45,7 +45,20 @@ static int stale(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
            pl_steps_add_text(out, NULL, "went on");
 }
 
-/* foreign: the caller's context, used inside its callee. */
+/* foreign: the caller's context, used inside its callee, for a recorded
+ * clock and for a side effect labelled "charge". */
+static int g_stale_se_status;
+static char g_stale_se_msg[512];
+static int g_charges;
+
+static int charge(cJSON **out, void *user)
+{
+    (void)user;
+    g_charges++;
+    *out = cJSON_CreateTrue();
+    return *out ? PL_OK : PL_ENOMEM;
+}
+
 static int foreign_child(pl_ctx *ctx, const pl_action *a, pl_steps *out,
                          void *user)
 {
@@ -55,6 +68,10 @@ static int foreign_child(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     int64_t ms = 0;
     g_stale_status = pl_ctx_now(&ms, g_kept);
     snprintf(g_stale_msg, sizeof g_stale_msg, "%s", pl_errmsg());
+    cJSON *v = NULL;
+    g_stale_se_status = pl_ctx_side_effect(&v, g_kept, "charge", charge, NULL);
+    snprintf(g_stale_se_msg, sizeof g_stale_se_msg, "%s", pl_errmsg());
+    cJSON_Delete(v);
     return pl_steps_add_result(out, pl_json_empty());
 }
 
@@ -231,6 +248,59 @@ static int rules(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_text(out, NULL, "handled");
 }
 
+/* ------------------------------------------------------------------------ */
+/* pl_ctx_call_step() on a call that has its result                         */
+/* ------------------------------------------------------------------------ */
+
+static int g_again_status[2];
+static char g_again_msg[2][512];
+
+/* resolver: pl_ctx_invoke() of echo (steps 0, 1), then pl_ctx_call_step()
+ * on that action_call; an action_call of its own (step 2) resolved by
+ * pl_ctx_call_step() (step 3), then again.  Both second resolutions must be
+ * refused: each would run echo again and append a second result. */
+static int resolver(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    const char *actions[] = {"echo"};
+    pl_action allowed = PL_ACTION_INIT;
+    allowed.policy = "resolver";
+    allowed.payload = pl_json_empty();
+    allowed.actions = actions;
+    allowed.n_actions = 1;
+    const pl_steps *l = NULL;
+    int st = pl_ctx_invoke(NULL, ctx, "echo", pl_json_empty());
+    if (!st)
+        st = pl_ctx_ledger(&l, ctx);
+    if (st)
+        return st;
+    pl_step *res = NULL;
+    g_again_status[0] = pl_ctx_call_step(&res, ctx, pl_steps_at(l, 0),
+                                         &allowed);
+    snprintf(g_again_msg[0], sizeof g_again_msg[0], "%s", pl_errmsg());
+    pl_step_free(res);
+    res = NULL;
+    pl_steps *mine = NULL;
+    cJSON *call = t_json("{\"policy\": \"echo\", \"payload\": {}}");
+    if (!(st = pl_steps_new(&mine)))
+        st = pl_ctx_emit(ctx, mine, PL_STEP_ACTION_CALL, NULL, call);
+    cJSON_Delete(call);
+    if (!st)
+        st = pl_ctx_call_step(&res, ctx, pl_steps_at(mine, 0), &allowed);
+    pl_step_free(res);
+    res = NULL;
+    if (!st) {
+        g_again_status[1] = pl_ctx_call_step_with(&res, ctx,
+                                                  pl_steps_at(mine, 0),
+                                                  &allowed, NULL, 0);
+        snprintf(g_again_msg[1], sizeof g_again_msg[1], "%s", pl_errmsg());
+        pl_step_free(res);
+    }
+    pl_steps_free(mine);
+    return st ? st : pl_steps_add_text(out, NULL, "went on");
+}
+
 static int g_invokef_status[3];
 static double g_invokef_sum;
 
@@ -257,12 +327,12 @@ static pl_registry *registry(void)
     const struct {
         const char *name;
         pl_policy_fn fn;
-    } defs[] = {{"keeper", keeper},      {"stale", stale},
-                {"foreign", foreign},    {"foreign_child", foreign_child},
-                {"invoker", invoker},    {"viewer", viewer},
-                {"versions", versions},  {"invokerf", invokerf},
-                {"rules", rules},        {"intruder", intruder},
-                {"other_run", other_run}};
+    } defs[] = {{"keeper", keeper},       {"stale", stale},
+                {"foreign", foreign},     {"foreign_child", foreign_child},
+                {"invoker", invoker},     {"viewer", viewer},
+                {"versions", versions},   {"invokerf", invokerf},
+                {"rules", rules},         {"intruder", intruder},
+                {"other_run", other_run}, {"resolver", resolver}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());
@@ -301,6 +371,13 @@ Test(api, a_caller_context_used_inside_its_callee_is_refused)
     cr_expect_eq(g_stale_status, PL_EINVAL, "%s",
                  pl_status_name(g_stale_status));
     cr_expect(strstr(g_stale_msg, "'foreign' at 0 "), "%s", g_stale_msg);
+    /* the refusal names the function called, not the value's label */
+    cr_expect(strncmp(g_stale_msg, "pl_ctx_now: ", 12) == 0, "%s", g_stale_msg);
+    cr_expect_eq(g_stale_se_status, PL_EINVAL, "%s",
+                 pl_status_name(g_stale_se_status));
+    cr_expect(strncmp(g_stale_se_msg, "pl_ctx_side_effect: ", 20) == 0, "%s",
+              g_stale_se_msg);
+    cr_expect_eq(g_charges, 0, "the refused side effect never ran");
     cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
     pl_outcome_free(o);
     pl_engine_close(e);
@@ -709,4 +786,40 @@ Test(api, decorator_constructors_take_out_first_and_return_a_status)
     cr_expect_eq(pl_decorator_cap(NULL, 10), PL_EINVAL);
     cr_expect_eq(pl_decorator_budget(NULL, NULL), PL_EINVAL);
     cr_expect_eq(pl_decorator_validate(NULL, NULL), PL_EINVAL);
+}
+
+/* A call resolved once (by pl_ctx_call(), or by pl_ctx_call_step()) is
+ * not resolved again: its callee ran once, its result is in the ledger
+ * once, and a check replay of the run agrees with its record. */
+Test(api, call_step_refuses_a_call_that_has_its_result)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = t_start(e, "resolver", NULL, "again");
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "%s", o->reason);
+    pl_outcome_free(o);
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(g_again_status[i], PL_EINVAL, "%d: %s: %s", i,
+                     pl_status_name(g_again_status[i]), g_again_msg[i]);
+        cr_expect(strstr(g_again_msg[i], "has its result"), "%d: %s", i,
+                  g_again_msg[i]);
+    }
+    /* each refusal names the function called */
+    cr_expect(strncmp(g_again_msg[0], "pl_ctx_call_step: ", 18) == 0, "%s",
+              g_again_msg[0]);
+    cr_expect(strncmp(g_again_msg[1], "pl_ctx_call_step_with: ", 23) == 0, "%s",
+              g_again_msg[1]);
+    cr_expect_eq(t_calls.echo, 2, "echo ran once for each call");
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "again", "0"), PL_OK);
+    cr_expect_eq(pl_steps_count(l), 5, "two calls, their results, the text");
+    pl_steps_free(l);
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.check = true;
+    o = NULL;
+    int st = pl_run_continue(&o, e, "again", &ro);
+    cr_expect_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }

@@ -213,6 +213,54 @@ Test(store, a_map_too_small_for_a_new_store_grows_at_open)
     pl_registry_free(reg);
 }
 
+/* A map_size above map_size_max asks for a first map that may not be:
+ * refused, naming both, and nothing is created; the default map_size
+ * (64 MiB) under a smaller map_size_max is that maximum. */
+Test(store, a_map_size_above_its_maximum_is_refused)
+{
+    pl_registry *reg = registry();
+    char path[4200];
+    t_store_in(path, sizeof path, t_tmpdir(), "store.db");
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.map_size = (size_t)8 << 20;
+    o.map_size_max = (size_t)1 << 20;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &o);
+    cr_assert_eq(st, PL_EINVAL, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_expect(strstr(pl_errmsg(), "map_size 8388608") &&
+                  strstr(pl_errmsg(), "map_size_max 1048576"),
+              "%s", pl_errmsg());
+    if (!t_on_pg())
+        cr_expect_eq(access(path, F_OK), -1, "nothing was created");
+    o.map_size = 0;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    start_ok(e, "chain", "{\"n\": 2}", "fits");
+    pl_store_stats ss = PL_STORE_STATS_INIT;
+    cr_assert_eq(pl_engine_stats(&ss, e), PL_OK, "%s", pl_errmsg());
+    if (!t_on_pg())
+        cr_expect_leq(ss.map_bytes, (uint64_t)1 << 20, "%llu",
+                      (unsigned long long)ss.map_bytes);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* A map_size no process can map (3/4 of the address space) is refused
+ * with PL_ENOMEM naming map_size, not as a store out of memory. */
+Test(store, a_map_size_that_cannot_be_mapped_is_named)
+{
+    t_lmdb_only("the map is LMDB's");
+    pl_registry *reg = registry();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.map_size = SIZE_MAX / 4 * 3;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, t_store_path(), reg, &o);
+    cr_assert_eq(st, PL_ENOMEM, "%s: %s", pl_status_name(st), pl_errmsg());
+    cr_assert_null(e);
+    cr_expect(strstr(pl_errmsg(), "(map_size)"), "%s", pl_errmsg());
+    pl_registry_free(reg);
+}
+
 Test(store, full_map_that_may_not_grow, .timeout = 300)
 {
     const char *path = t_store_path();

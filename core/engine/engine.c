@@ -183,6 +183,15 @@ int pl_engine_open(pl_engine **out, const char *path,
                        "pl_engine_open: max_payload %zu is larger than "
                        "the most a store can hold, %zu bytes",
                        opts->max_payload, (size_t)PL_MAX_PAYLOAD_LIMIT);
+    /* a first map past the growth limit contradicts it: neither wins
+     * silently (the default map_size under a smaller maximum is that
+     * maximum, ledger/lmdb/lmdb_env.c) */
+    if (opts->map_size && opts->map_size_max &&
+        opts->map_size > opts->map_size_max)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: map_size %zu is larger than "
+                       "map_size_max %zu, the most the map may grow to",
+                       opts->map_size, opts->map_size_max);
     const char *host_id = opts->host_id;
     unsigned lease_ms = opts->lease_ms;
     if (!host_id)

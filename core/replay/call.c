@@ -356,12 +356,6 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *c, const char *policy,
     return st;
 }
 
-int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
-                     const pl_action *allowed)
-{
-    return pl_ctx_call_step_with(out, c, call, allowed, NULL, 0);
-}
-
 /*
  * The decorators wrap the callee exactly as pl_ctx_call()'s do: they are
  * passed to the same resolve_call(), so a served result skips them, an
@@ -370,17 +364,17 @@ int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
  * again.  A call refused before that (malformed, not allowed, not found)
  * never reaches them.
  */
-static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
-                          const pl_action *allowed, const pl_decorator *decos,
-                          size_t n_decos)
+static int call_step_with(const char *api, pl_step **out, pl_ctx *c,
+                          const pl_step *call, const pl_action *allowed,
+                          const pl_decorator *decos, size_t n_decos)
 {
-    int st = pl__ctx_check(c, "pl_ctx_call_step");
+    int st = pl__ctx_check(c, api);
     if (st)
         return st;
     if (!out || !call || !allowed)
-        return pl__err(PL_EINVAL, "pl_ctx_call_step: NULL argument");
+        return pl__err(PL_EINVAL, "%s: NULL argument", api);
     pl_action allow;
-    if (pl__struct_in(&allow, allowed, &pl__action_layout, "pl_ctx_call_step"))
+    if (pl__struct_in(&allow, allowed, &pl__action_layout, api))
         return PL_EINVAL;
     pl__run *r = c->run;
     if (r->stop)
@@ -391,9 +385,16 @@ static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
         strncmp(id, c->path, plen) != 0 || id[plen] != ':' ||
         call->seq >= c->next_seq)
         return pl__err(PL_EINVAL,
-                       "pl_ctx_call_step: step '%s' is not an "
+                       "%s: step '%s' is not an "
                        "action_call recorded in the ledger of %s",
-                       id, c->path);
+                       api, id, c->path);
+    /* a second result would run the callee again, and the replay, which
+     * serves the first, would find the record's second one unexplained */
+    if (pl__callee_resolved(c, call->seq))
+        return pl__err(PL_EINVAL,
+                       "%s: the call '%s' has its result already: a "
+                       "call is resolved once",
+                       api, id);
     uint64_t t0 = pl__ev_clock(r);
     const uint8_t *v, *pv;
     size_t vn, pn;
@@ -447,13 +448,13 @@ static int call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
     return st;
 }
 
-int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
-                          const pl_action *allowed, const pl_decorator *decos,
-                          size_t n_decos)
+static int call_step(const char *api, pl_step **out, pl_ctx *c,
+                     const pl_step *call, const pl_action *allowed,
+                     const pl_decorator *decos, size_t n_decos)
 {
     if (out)
         *out = NULL;
-    int st = call_step_with(out, c, call, allowed, decos, n_decos);
+    int st = call_step_with(api, out, c, call, allowed, decos, n_decos);
     if (st || !pl_step_is_error(*out))
         return st;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(pl_step_payload(call),
@@ -461,4 +462,18 @@ int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
     return pl__call_status(c, call->seq,
                            cJSON_IsString(name) ? name->valuestring : NULL,
                            *out);
+}
+
+int pl_ctx_call_step(pl_step **out, pl_ctx *c, const pl_step *call,
+                     const pl_action *allowed)
+{
+    return call_step("pl_ctx_call_step", out, c, call, allowed, NULL, 0);
+}
+
+int pl_ctx_call_step_with(pl_step **out, pl_ctx *c, const pl_step *call,
+                          const pl_action *allowed, const pl_decorator *decos,
+                          size_t n_decos)
+{
+    return call_step("pl_ctx_call_step_with", out, c, call, allowed, decos,
+                     n_decos);
 }

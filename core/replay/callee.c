@@ -40,6 +40,32 @@ static int make_result(pl_ctx *c, uint32_t seq, int64_t time_us,
     return PL_OK;
 }
 
+/* Note that the call at @p call_seq has its result (pl__callee_resolved()). */
+static int mark_resolved(pl_ctx *c, uint32_t call_seq)
+{
+    size_t at = call_seq / 8;
+    if (at >= c->resolved_cap) {
+        size_t cap = c->resolved_cap ? c->resolved_cap : 16;
+        while (cap <= at)
+            cap *= 2;
+        uint8_t *p = realloc(c->resolved, cap);
+        if (!p)
+            return pl__run_fail(c->run, PL_ENOMEM, "out of memory");
+        memset(p + c->resolved_cap, 0, cap - c->resolved_cap);
+        c->resolved = p;
+        c->resolved_cap = cap;
+    }
+    c->resolved[at] |= (uint8_t)(1u << (call_seq % 8));
+    return PL_OK;
+}
+
+bool pl__callee_resolved(const pl_ctx *c, uint32_t call_seq)
+{
+    size_t at = call_seq / 8;
+    return at < c->resolved_cap &&
+           (c->resolved[at] & (1u << (call_seq % 8))) != 0;
+}
+
 /*
  * Append the call's `action_result`, make it durable, report it, and hand a
  * copy to the caller (of @p from's bytes, when not NULL: the step whose
@@ -56,6 +82,8 @@ static int finish(pl_ctx *c, uint32_t call_seq, const char *callee,
     assert(call_seq < seq); /* the action_call is in the ledger already */
     int st = pl__inv_append(c, PL_STEP_ACTION_RESULT, callee, mp, mp_len, NULL,
                             link, &replayed, &time_us);
+    if (!st)
+        st = mark_resolved(c, call_seq);
     if (!st)
         st = pl__run_commit(r);
     if (st)
@@ -290,7 +318,8 @@ int pl__callee_serve(pl_ctx *c, const pl__rec *rec, uint32_t call_seq,
     if (out && (st = pl__step_from_rec(rec, c->path, out)))
         return pl__run_fail(r, st, "run %s: the result at %s:%u: %s", r->id,
                             c->path, seq, pl_errmsg());
-    if ((st = pl__inv_consume_checked(c))) {
+    if ((st = pl__inv_consume_checked(c)) ||
+        (st = mark_resolved(c, call_seq))) {
         if (out) {
             pl_step_free(*out);
             *out = NULL;

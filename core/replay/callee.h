@@ -27,6 +27,9 @@ PL__HIDDEN int pl__callee_run(pl__run *r, pl_ctx *c, uint32_t call_seq,
                               uint64_t t0, bool adjacent, pl_steps *res,
                               pl__link *link) PL__MUST_CHECK;
 PL__HIDDEN void pl__callee_free_steps(pl_steps *res);
+/* Has the action_call at @p call_seq of @p c its result in the ledger
+ * (appended or served in this execution)? */
+PL__HIDDEN bool pl__callee_resolved(const pl_ctx *c, uint32_t call_seq);
 /* The recorded action_result @p rec at the cursor answers the call: hand
  * it to the caller. */
 PL__HIDDEN int pl__callee_serve(pl_ctx *c, const pl__rec *rec,

@@ -97,6 +97,8 @@ int pl__inv_open(pl__run *r, pl_ctx *parent, uint32_t call_seq, bool replaying,
     memcpy(c->last_hash, r->genesis, PL_HASH_LEN);
     pl_steps_clear(&c->view);
     c->view.default_actor = NULL;
+    if (c->resolved)
+        memset(c->resolved, 0, c->resolved_cap);
     r->cur = c;
     *out = c;
     return PL_OK;

@@ -55,14 +55,16 @@ static int write_named(pl__buf *out, void *user)
 /*
  * Record a value once: on replay return the recorded one, if @p match (when
  * given) accepts it.  @p durable makes it durable before returning (for
- * values that came from the outside world).
+ * values that came from the outside world).  @p api is the function the
+ * policy called, which a refusal names (@p name is the value's label).
  */
-static int recorded_checked(pl_ctx *c, const char *name, produce_fn fn,
-                            void *user, const pl_side_effect_match *match,
-                            bool durable, cJSON **out)
+static int recorded_checked(pl_ctx *c, const char *api, const char *name,
+                            produce_fn fn, void *user,
+                            const pl_side_effect_match *match, bool durable,
+                            cJSON **out)
 {
     *out = NULL;
-    int st = pl__ctx_check(c, name);
+    int st = pl__ctx_check(c, api);
     if (st)
         return st;
     pl__run *r = c->run;
@@ -195,10 +197,10 @@ static int recorded_checked(pl_ctx *c, const char *name, produce_fn fn,
               : PL_OK;
 }
 
-static int recorded(pl_ctx *c, const char *name, produce_fn fn, void *user,
-                    bool durable, cJSON **out)
+static int recorded(pl_ctx *c, const char *api, const char *name, produce_fn fn,
+                    void *user, bool durable, cJSON **out)
 {
-    return recorded_checked(c, name, fn, user, NULL, durable, out);
+    return recorded_checked(c, api, name, fn, user, NULL, durable, out);
 }
 
 static int produce_now(cJSON **out, void *user)
@@ -253,7 +255,7 @@ int pl_ctx_now(int64_t *out, pl_ctx *c)
     if (!c || !out)
         return pl__err(PL_EINVAL, "pl_ctx_now: NULL %s", !out ? "out" : "ctx");
     cJSON *v;
-    int st = recorded(c, "now", produce_now, NULL, false, &v);
+    int st = recorded(c, "pl_ctx_now", "now", produce_now, NULL, false, &v);
     if (st)
         return st;
     /* a stored value beyond int64's range would make the cast undefined */
@@ -273,7 +275,8 @@ int pl_ctx_random(uint64_t *out, pl_ctx *c)
         return pl__err(PL_EINVAL, "pl_ctx_random: NULL %s",
                        !out ? "out" : "ctx");
     cJSON *v;
-    int st = recorded(c, "random", produce_random, NULL, false, &v);
+    int st = recorded(c, "pl_ctx_random", "random", produce_random, NULL, false,
+                      &v);
     if (st)
         return st;
     bool ok = cJSON_IsString(v) && strlen(v->valuestring) == 16;
@@ -300,7 +303,7 @@ int pl_ctx_uuid(char out[PL_UUID_LEN + 1], pl_ctx *c)
     if (!c || !out)
         return pl__err(PL_EINVAL, "pl_ctx_uuid: NULL %s", !out ? "out" : "ctx");
     cJSON *v;
-    int st = recorded(c, "uuid", produce_uuid, NULL, false, &v);
+    int st = recorded(c, "pl_ctx_uuid", "uuid", produce_uuid, NULL, false, &v);
     if (st)
         return st;
     bool ok = cJSON_IsString(v) && strlen(v->valuestring) == PL_UUID_LEN;
@@ -330,7 +333,7 @@ int pl_ctx_side_effect(cJSON **out, pl_ctx *c, const char *name,
         return pl__err(PL_EINVAL, "pl_ctx_side_effect: ctx, a valid name, fn "
                                   "and out are required");
     user_effect u = {fn, user};
-    return recorded(c, name, produce_user, &u, true, out);
+    return recorded(c, "pl_ctx_side_effect", name, produce_user, &u, true, out);
 }
 
 int pl_ctx_capture(cJSON **out, pl_ctx *c, const char *name,
@@ -342,7 +345,7 @@ int pl_ctx_capture(cJSON **out, pl_ctx *c, const char *name,
         return pl__err(PL_EINVAL, "pl_ctx_capture: ctx, a valid name, fn and "
                                   "out are required");
     user_effect u = {fn, user};
-    return recorded(c, name, produce_user, &u, false, out);
+    return recorded(c, "pl_ctx_capture", name, produce_user, &u, false, out);
 }
 
 int pl_ctx_side_effect_checked(cJSON **out, pl_ctx *c, const char *name,
@@ -360,5 +363,6 @@ int pl_ctx_side_effect_checked(cJSON **out, pl_ctx *c, const char *name,
                                   "name, fn, match with its fn and out are "
                                   "required");
     user_effect u = {fn, user};
-    return recorded_checked(c, name, produce_user, &u, &m, true, out);
+    return recorded_checked(c, "pl_ctx_side_effect_checked", name, produce_user,
+                            &u, &m, true, out);
 }

@@ -40,6 +40,7 @@ static void free_invs(pl__run *r)
             pl__buf_free(&r->inv[i]->last_rec);
             pl_steps_clear(&r->inv[i]->view);
             free(r->inv[i]->view.v);
+            free(r->inv[i]->resolved);
             free(r->inv[i]);
             r->inv[i] = NULL;
         }

@@ -152,7 +152,9 @@ int pl_ctx_invoke(cJSON **out, pl_ctx *ctx, const char *policy,
  *             ledger; borrowed.
  * @param allowed the invocation's action (whose actions are allowed).
  * @return as pl_ctx_call() (PL_ERESULT for those error results too, *out
- *         holding them); PL_EINVAL for a step that is not such a call.
+ *         holding them); PL_EINVAL (the run goes on) for a step that is
+ *         not such a call, or a call that has its result already (made by
+ *         pl_ctx_call(), or resolved here before): a call is resolved once.
  */
 int pl_ctx_call_step(pl_step **out, pl_ctx *ctx, const pl_step *call,
                      const pl_action *allowed);

@@ -204,8 +204,12 @@ int pl_durability_parse(pl_durability *out, const char *name);
 typedef struct pl_engine_options {
     unsigned version;          /**< PL_ENGINE_OPTIONS_VERSION */
     pl_durability durability;  /**< default PL_DURABILITY_SYNC */
-    size_t map_size;           /**< initial map size; 0 = 64 MiB */
-    size_t map_size_max;       /**< growth limit; 0 = no limit */
+    size_t map_size;           /**< initial map size; 0 = 64 MiB, or
+                                    map_size_max when that is smaller;
+                                    one the process cannot map is
+                                    PL_ENOMEM, naming it */
+    size_t map_size_max;       /**< growth limit; 0 = no limit; a
+                                    map_size above it is PL_EINVAL */
     unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
     size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB;
                                     at most 1 GiB (more is PL_EINVAL) */
@@ -309,7 +313,7 @@ typedef struct pl_engine_options {
  *                      while the engine runs.
  * @param opts          NULL for defaults.
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB, a retention age
- *         past PL_RETAIN_MS_MAX); PL_EBUSY (this
+ *         past PL_RETAIN_MS_MAX, a map_size above map_size_max); PL_EBUSY (this
  *         process has the LMDB store open already; a PostgreSQL store
  *         may be opened by many engines); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store:

@@ -765,6 +765,12 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
             st = pl__err(PL_EINVAL,
                          "store '%s': no file can be made in its directory",
                          path);
+        else if (rc == ENOMEM) /* the map is the address space it takes */
+            st = pl__err(PL_ENOMEM,
+                         "store '%s': its map of %zu bytes (map_size) "
+                         "cannot be mapped: %s; a smaller map_size grows "
+                         "as the store needs",
+                         path, s->map_size, strerror(rc));
         else
             st = pl__lmdb_err(s, rc, "opening");
         goto fail;
