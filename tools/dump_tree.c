@@ -106,9 +106,13 @@ static void print_run_header(pl_engine *e, const pl_run_info *ri, size_t stored)
         printf("  steps    %zu\n", stored);
     printf("  created  %s UTC\n", created);
     printf("  updated  %s UTC\n", updated);
-    printf("  owner    pid %lld on %s, %u attempt(s)\n",
-           (long long)ri->owner_pid,
-           ri->owner_host ? cli_text(ri->owner_host) : "?", ri->attempts);
+    if (ri->owner_pid == 0 && (!ri->owner_host || !*ri->owner_host))
+        /* queued (or made by a fork or an import): no process took it */
+        printf("  owner    none yet, %u attempt(s)\n", ri->attempts);
+    else
+        printf("  owner    pid %lld on %s, %u attempt(s)\n",
+               (long long)ri->owner_pid,
+               ri->owner_host ? cli_text(ri->owner_host) : "?", ri->attempts);
     if (run_tokens(&t, e, ri->id))
         printf("  tokens   %llu in, %llu out, over %llu model call(s)\n",
                (unsigned long long)t.input, (unsigned long long)t.output,

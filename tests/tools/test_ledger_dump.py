@@ -236,6 +236,13 @@ class ChainTest(Base):
         self.assertIn('no run "nope"', err)
 
 
+    def test_a_queued_run_has_no_owner_yet(self):
+        """A run no process has taken yet (loop~2, submitted) is said to
+        have no owner, not "pid 0 on " a host of no name."""
+        out = self.ok(self.chain("loop"), "--run", "loop~2")
+        self.assertIn("  status   submitted\n", out)
+        self.assertIn("  owner    none yet, 0 attempt(s)\n", out)
+
     def chain(self, deleted, *forget):
         d = tempfile.mkdtemp(prefix="pl-chain-", dir=self.tmp)
         subprocess.run([FIXTURE, d, "chain", deleted, *forget], check=True,
