@@ -285,7 +285,8 @@ PL__HIDDEN int pl__schedules_wake(pl_engine *e, int64_t *next_ms, char *failed,
  * @p rec in the same commit, over @p expect only (pl__batch.sched_*): a
  * tick's run and the cursor moved past it are one transaction (schedule.c,
  * docs/design.md §14.1).  A taken id is PL_EEXIST as for pl_run_submit();
- * the record may have been written with it or not.
+ * the record may have been written with it or not.  A record changed since
+ * @p expect was read is PL_EBUSY: nothing written, no run made.
  */
 PL__HIDDEN int pl__run_submit_sched(pl_engine *e, const pl_action *root,
                                     const pl_run_options *opts,

@@ -188,6 +188,9 @@ typedef struct pl__batch {
     const pl__buf *sched_rec;    /* its new record; NULL: delete it */
     const pl__buf *sched_expect; /* non-NULL: write only over this record
                                     (else nothing, and no error) */
+    bool sched_strict; /* with sched_rec: only over sched_expect, or where
+                          there is none when it is NULL; else the commit
+                          fails with PL_EBUSY, writing nothing */
     /* time (TIMERS and INBOXES below), in the same transaction: */
     int64_t timer_us;         /* > 0: the run's timer is due then, or at the
                             earlier time it has (a run that parks) */
@@ -551,7 +554,10 @@ PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
  * commit: pl__batch.sched_name puts, replaces or deletes it, in the
  * commit's transaction (on PostgreSQL in its one round trip); with
  * sched_expect only over the record the writer read, so that a worker's
- * step forward never undoes a change made meanwhile.  A batch that creates
+ * step forward never undoes a change made meanwhile; with sched_strict a
+ * write that finds another record than the one read fails the commit with
+ * PL_EBUSY instead (a put that carries what it read, which it reads again
+ * and retries: core/engine/schedule.c).  A batch that creates
  * a run (create_id) writes its schedule whether or not the id is taken: a
  * tick's run and the cursor moved past it are one transaction, and a tick
  * another process fired first is handled all the same (docs/design.md
@@ -565,6 +571,10 @@ PL__HIDDEN int pl__store_tombs_expire(pl__store *s, int64_t now_us, size_t max,
 #define PL__SCHED_FULL_MSG                                                     \
     "schedule '%s': the store holds %d schedules, the most it keeps: delete "  \
     "one first"
+/* A strict write (sched_strict) that finds another record than the one
+ * its writer read: PL_EBUSY, this message naming the schedule (%s). */
+#define PL__SCHED_CHANGED_MSG                                                  \
+    "schedule '%s' changed while it was being written: read it again"
 
 /* Every schedule, in name order: keys are names, values records. */
 PL__HIDDEN int pl__store_scheds(pl__store *s, pl__kvs *out) PL__MUST_CHECK;

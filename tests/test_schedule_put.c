@@ -2,16 +2,19 @@
  * test_schedule_put.c -- what pl_schedule_put() refuses so that no fire of
  * the schedule could fail for it afterwards (core/engine/schedule.c): a
  * payload its ticks' runs could not be submitted with, a schedule past the
- * most a store keeps, also when processes put them at once.  On LMDB, and
- * PostgreSQL as pg_test_schedule_put.
+ * most a store keeps, also when processes put them at once; a put again
+ * that keeps the last run as the store has it when it writes, whatever
+ * fires meanwhile.  On LMDB, and PostgreSQL as pg_test_schedule_put.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "support.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIN_MS 60000LL
@@ -243,4 +246,136 @@ Test(schedule_put, processes_putting_at_once_stop_at_the_most_a_store_keeps,
     cr_expect_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
     s_close(e);
     munmap(r, sizeof *r);
+}
+
+/* ---- a put again while ticks fire ---------------------------------------- */
+
+#define FIRES 150 /* ticks started, each followed by a tick skipped */
+
+/* The tick @p k of "* * * * *" after T0: its run's id. */
+static void tick_id(char out[64], int k)
+{
+    time_t secs = (time_t)((T0 + k * MIN_MS) / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, 64, "again@%04d-%02d-%02dT%02d:%02dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min);
+}
+
+typedef struct again {
+    pl_engine *e;
+    atomic_int handled; /* the ticks up to it are handled */
+    atomic_bool done;
+    int puts, st; /* the putter's: how many, and its first failure */
+    char msg[256];
+} again;
+
+/* Put schedule "again" again and again, from the tick handled last, until
+ * the firing is done. */
+static void *putter(void *arg)
+{
+    again *a = arg;
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = "again";
+    s.cron = "* * * * *";
+    s.policy = "echo";
+    s.catch_up = PL_CATCH_UP_LATEST;
+    s.overlap = PL_OVERLAP_SKIP;
+    while (!atomic_load(&a->done) && !a->st) {
+        s.start_ms = T0 + atomic_load(&a->handled) * MIN_MS;
+        a->st = pl_schedule_put(a->e, &s);
+        if (a->st)
+            snprintf(a->msg, sizeof a->msg, "%s", pl_errmsg());
+        a->puts++;
+    }
+    return NULL;
+}
+
+static void last_run(pl_engine *e, int64_t now, char out[64])
+{
+    cJSON *list = NULL;
+    cr_assert_eq(pl_schedule_list(&list, e, now), PL_OK, "%s", pl_errmsg());
+    const char *v = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "last_run"));
+    snprintf(out, 64, "%s", v ? v : "(none)");
+    cJSON_Delete(list);
+}
+
+/* A schedule put again keeps the run it started last, as the store has it
+ * when the put writes: read before, a tick fired between the read and the
+ * write was lost from the record, which named the run before it again, and
+ * the overlap rule, looking at that finished run, started the next tick
+ * while the tick's own run was live.  One thread puts the schedule again
+ * without pause (from the tick handled last, so that it starts no tick
+ * again); the other fires tick 2k - 1 (its run is left live), finds it the
+ * last run, fires tick 2k (skipped: that run is live), then executes the
+ * run.  Every odd tick has its run, no even one. */
+Test(schedule_put, a_put_again_while_ticks_fire_keeps_each_fire_once,
+     .timeout = 300)
+{
+    s_reg = t_registry();
+    pl_engine *e = t_engine(t_store_path(), s_reg, PL_DURABILITY_PROCESS);
+    again a = {.e = e};
+    atomic_init(&a.handled, 0);
+    atomic_init(&a.done, false);
+    pl_schedule s = PL_SCHEDULE_INIT;
+    s.name = "again";
+    s.cron = "* * * * *";
+    s.policy = "echo";
+    s.catch_up = PL_CATCH_UP_LATEST;
+    s.overlap = PL_OVERLAP_SKIP;
+    s.start_ms = T0;
+    cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, putter, &a), 0);
+    int lost = 0, twice = 0, wrong = 0;
+    char first_lost[160] = "", first_wrong[160] = "";
+    for (int k = 1; k <= FIRES; k++) {
+        int tick = 2 * k - 1;
+        char id[64], last[64];
+        tick_id(id, tick);
+        size_t n = 0;
+        int64_t now = T0 + tick * MIN_MS + 1000;
+        cr_assert_eq(pl_schedule_fire(e, now, &n, NULL), PL_OK, "%s",
+                     pl_errmsg());
+        if (n != 1 && !wrong++)
+            snprintf(first_wrong, sizeof first_wrong, "tick %d: %zu run(s)",
+                     tick, n);
+        last_run(e, now, last);
+        if (strcmp(last, id) != 0 && !lost++)
+            snprintf(first_lost, sizeof first_lost, "tick %d: last run %s",
+                     tick, last);
+        atomic_store(&a.handled, tick);
+        now += MIN_MS;
+        size_t skipped = 0;
+        cr_assert_eq(pl_schedule_fire(e, now, &skipped, NULL), PL_OK, "%s",
+                     pl_errmsg());
+        twice += skipped != 0;
+        atomic_store(&a.handled, tick + 1);
+        pl_outcome *o = NULL;
+        if (n == 1)
+            cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s: %s", id,
+                         pl_errmsg());
+        pl_outcome_free(o);
+    }
+    atomic_store(&a.done, true);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(a.st, PL_OK, "put: %s", a.msg);
+    cr_expect_gt(a.puts, 0);
+    cr_expect_eq(lost, 0, "%d fires lost from the record (%s)", lost,
+                 first_lost);
+    cr_expect_eq(twice, 0, "%d ticks started while the last run was live",
+                 twice);
+    cr_expect_eq(wrong, 0, "%d ticks that did not start their run (%s)", wrong,
+                 first_wrong);
+    for (int tick = 1; tick <= 2 * FIRES; tick++) {
+        char id[64];
+        tick_id(id, tick);
+        pl_run_info *ri = NULL;
+        int st = pl_run_get(&ri, e, id);
+        cr_expect_eq(st, tick % 2 ? PL_OK : PL_ENOTFOUND, "%s: %s", id,
+                     pl_errmsg());
+        pl_run_info_free(ri);
+    }
+    s_close(e);
 }

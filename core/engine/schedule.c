@@ -21,7 +21,10 @@
  * cursor does not know of, which the overlap rule would miss (a tick
  * skipped as missed, or dropped by the catch-up, is not looked up).  The
  * cursor only moves over the record read: a schedule put again, or moved
- * on by another process meanwhile, is left as they wrote it.
+ * on by another process meanwhile, is left as they wrote it, and a tick's
+ * run is made only with it (PL_EBUSY otherwise: the fire reads the record
+ * again).  A put writes only over the record it read too, so that the
+ * last run it keeps is the store's when it writes (docs/design.md §14.1).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +37,22 @@
 #define GRACE_MS 60000      /* PL_CATCH_UP_SKIP: a tick this late still runs */
 #define CATCH_UP_LIMIT 1000 /* PL_CATCH_UP_ALL's N at most */
 #define TICKS_SCAN_MAX 1000000 /* ticks walked past the cursor at most */
+/* A put that found the schedule changed when it wrote reads it again, at
+ * most this often (each change is a fire's or another put's, that went
+ * through) before PL_EBUSY */
+#define PUT_TRIES 1000
 
 /* ---- put, delete -------------------------------------------------------- */
 
 static int write_rec(pl_engine *e, const char *name, const pl__buf *rec,
-                     const pl__buf *expect)
+                     const pl__buf *expect, bool strict)
 {
     pl__batch b;
     memset(&b, 0, sizeof b);
     b.sched_name = name;
     b.sched_rec = rec;
     b.sched_expect = expect;
+    b.sched_strict = strict;
     pl__batch *bp = &b;
     return pl__store_commit(e->store, &bp, 1, false);
 }
@@ -184,29 +192,38 @@ int pl_schedule_put(pl_engine *e, const pl_schedule *in)
         .flow_limit = s.concurrency_limit,
         .deadline_in_ms = s.deadline_in_ms,
     };
-    pl__buf rec = {0};
-    pl__kvs all = {0};
-    /* a schedule put again keeps the run it started last (overlap) */
-    st = pl__store_scheds(e->store, &all);
-    ptrdiff_t at = st ? -1 : find(&all, s.name);
-    pl__sched_rec old;
-    bool had = at >= 0 &&
-               !pl__sched_rec_decode(&old, s.name, pl__kvs_val(&all, at),
-                                     all.e[at].vlen);
-    if (had)
-        r.last_run = old.last_run;
-    if (!st)
-        st = pl__sched_rec_encode(&rec, s.name, &r);
-    if (had)
-        pl__sched_rec_clear(&old);
-    /* a new schedule past PL__SCHED_MAX, which would read as a damaged
-     * store (no schedule would list, fire or be deleted again), is refused
-     * by the store, counted in the transaction that writes it: puts of
-     * processes at once are counted one after the other */
-    if (!st)
-        st = write_rec(e, s.name, &rec, NULL);
-    pl__kvs_free(&all);
+    /* a schedule put again keeps the run it started last (overlap), as the
+     * store has it when the put writes: the write is strict, only over the
+     * record read (or where none is), so a fire that moved the schedule on
+     * between the read and the write (its last run, a tick's run) makes
+     * the put read it again, never put back the run before */
+    pl__buf rec = {0}, was = {0};
+    st = PL_EBUSY;
+    for (unsigned tries = 0; st == PL_EBUSY && tries < PUT_TRIES; tries++) {
+        pl__kvs all = {0};
+        pl__sched_rec old;
+        rec.len = was.len = 0;
+        st = pl__store_scheds(e->store, &all);
+        ptrdiff_t at = st ? -1 : find(&all, s.name);
+        if (at >= 0)
+            st = pl__buf_append(&was, pl__kvs_val(&all, at), all.e[at].vlen);
+        bool had = !st && at >= 0 &&
+                   !pl__sched_rec_decode(&old, s.name, was.data, was.len);
+        r.last_run = had ? old.last_run : "";
+        if (!st)
+            st = pl__sched_rec_encode(&rec, s.name, &r);
+        if (had)
+            pl__sched_rec_clear(&old);
+        pl__kvs_free(&all);
+        /* a new schedule past PL__SCHED_MAX, which would read as a damaged
+         * store (no schedule would list, fire or be deleted again), is
+         * refused by the store, counted in the transaction that writes it:
+         * puts of processes at once are counted one after the other */
+        if (!st)
+            st = write_rec(e, s.name, &rec, at >= 0 ? &was : NULL, true);
+    }
     pl__buf_free(&rec);
+    pl__buf_free(&was);
     free(payload);
     return st;
 }
@@ -228,7 +245,7 @@ int pl_schedule_delete(pl_engine *e, const char *name)
     if (!st && find(&all, name) < 0)
         st = pl__err(PL_ENOTFOUND, "no schedule '%s'", name);
     if (!st)
-        st = write_rec(e, name, NULL, NULL);
+        st = write_rec(e, name, NULL, NULL, false);
     pl__kvs_free(&all);
     return st;
 }
@@ -552,7 +569,7 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
      * already when that tick started a run */
     if (!st && !(st = encode_at(&rec, name, &r, last, last_run)) &&
         (rec.len != cur.len || memcmp(rec.data, cur.data, rec.len) != 0))
-        st = write_rec(e, name, &rec, &cur);
+        st = write_rec(e, name, &rec, &cur, false);
     if (!st)
         *next = next_tick(&c, z, now_ms);
     pl__buf_free(&rec);
@@ -560,6 +577,26 @@ static int fire_one(pl_engine *e, const char *name, const uint8_t *bytes,
 done:
     pl__tz_free(z);
     pl__sched_rec_clear(&r);
+    return st;
+}
+
+/* fire_one(), again over the record as it is now while a tick's run found
+ * the schedule changed since it was read (PL_EBUSY: a put, or another
+ * process's fire, went first; nothing of that commit was written).  A
+ * schedule deleted meanwhile fires no more. */
+static int fire_fresh(pl_engine *e, const char *name, const uint8_t *bytes,
+                      size_t len, int64_t now_ms, fired *f, int64_t *next)
+{
+    int st = fire_one(e, name, bytes, len, now_ms, f, next);
+    for (unsigned tries = 1; st == PL_EBUSY && tries < PUT_TRIES; tries++) {
+        pl__kvs all = {0};
+        st = pl__store_scheds(e->store, &all);
+        ptrdiff_t at = st ? -1 : find(&all, name);
+        if (!st && at >= 0)
+            st = fire_one(e, name, pl__kvs_val(&all, at), all.e[at].vlen,
+                          now_ms, f, next);
+        pl__kvs_free(&all);
+    }
     return st;
 }
 
@@ -596,8 +633,8 @@ int pl__schedule_fire(pl_engine *e, int64_t now_ms, pl__schedule_run_fn fn,
         }
         int64_t next = 0;
         /* one schedule's failure (a damaged record) stops no other */
-        int one = fire_one(e, name, pl__kvs_val(&all, i), all.e[i].vlen, now_ms,
-                           &f, &next);
+        int one = fire_fresh(e, name, pl__kvs_val(&all, i), all.e[i].vlen,
+                             now_ms, &f, &next);
         if (one && !first) {
             /* named, as a worker's event and pl_engine_wake() say it */
             char prefix[PL_MAX_NAME + 16];

@@ -438,6 +438,7 @@ static int start_run(pl_outcome **out, char **out_id, pl_engine *e,
         create.sched_name = sched->sched_name;
         create.sched_rec = sched->sched_rec;
         create.sched_expect = sched->sched_expect;
+        create.sched_strict = sched->sched_strict;
     }
     if ((st = pl__run_state_encode(&create.state, id, &r->state)) ||
         (st = pl__commit(e, &create)))
@@ -523,6 +524,7 @@ int pl__run_submit_sched(pl_engine *e, const pl_action *root,
     sched.sched_name = sched_name;
     sched.sched_rec = rec;
     sched.sched_expect = expect;
+    sched.sched_strict = true; /* changed meanwhile: PL_EBUSY, no run */
     int st = run_options(&o, opts, "pl_run_submit");
     return st ? st : start_run(&none, NULL, e, root, &o, true, &exists, &sched);
 }

@@ -489,7 +489,9 @@ typedef struct pl_schedule {
 /**
  * Create schedule @p schedule->name, or replace the schedule of that name
  * (its ticks then count from start_ms, or from now; the run it started
- * last is kept, for the overlap rule).  Durable when this returns.
+ * last is kept, for the overlap rule: the last as the store has it when
+ * the put writes, also when a tick fires meanwhile).  Durable when this
+ * returns.
  * @return PL_OK; PL_EINVAL (a bad name, expression, zone, policy name,
  *         rule or run option: the message says which and why; nothing is
  *         written);

@@ -39,30 +39,31 @@ int pl__lmdb_sched_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
         int rc = mdb_del(txn, s->schedules, &k, NULL);
         return rc == MDB_NOTFOUND ? 0 : rc;
     }
-    if (!bt->sched_expect) {
-        /* a new schedule past the most a store keeps would make it read
-         * as damaged (pl__lmdb_scheds()) */
-        int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
-        MDB_stat ms;
-        if (rc == MDB_NOTFOUND && !(rc = mdb_stat(txn, s->schedules, &ms)) &&
-            ms.ms_entries >= PL__SCHED_MAX) {
-            *st = pl__err(PL_ELIMIT, PL__SCHED_FULL_MSG, bt->sched_name,
-                          PL__SCHED_MAX);
-            return 0;
-        }
-        if (rc)
-            return rc;
-    } else {
-        /* only over the record read: another writer's change stands */
-        int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
-        if (rc == MDB_NOTFOUND)
-            return 0;
-        if (rc)
-            return rc;
-        if (v.mv_size != bt->sched_expect->len ||
-            memcmp(v.mv_data, bt->sched_expect->data, v.mv_size) != 0)
-            return 0;
+    int rc = pl__lmdb_get(s, txn, s->schedules, &k, &v);
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
+    bool found = !rc,
+         over = found && bt->sched_expect &&
+                v.mv_size == bt->sched_expect->len &&
+                memcmp(v.mv_data, bt->sched_expect->data, v.mv_size) == 0;
+    if (bt->sched_strict && (bt->sched_expect ? !over : found)) {
+        *st = pl__err(PL_EBUSY, PL__SCHED_CHANGED_MSG, bt->sched_name);
+        return 0;
     }
+    /* only over the record read: another writer's change stands */
+    if (bt->sched_expect && !over)
+        return 0;
+    /* a new schedule past the most a store keeps would make it read as
+     * damaged (pl__lmdb_scheds()) */
+    MDB_stat ms;
+    if (!found && !(rc = mdb_stat(txn, s->schedules, &ms)) &&
+        ms.ms_entries >= PL__SCHED_MAX) {
+        *st = pl__err(PL_ELIMIT, PL__SCHED_FULL_MSG, bt->sched_name,
+                      PL__SCHED_MAX);
+        return 0;
+    }
+    if (rc && rc != MDB_NOTFOUND)
+        return rc;
     v.mv_size = bt->sched_rec->len;
     v.mv_data = bt->sched_rec->data;
     return mdb_put(txn, s->schedules, &k, &v, 0);

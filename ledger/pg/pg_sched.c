@@ -14,7 +14,10 @@
  * of the commit's one transaction and one round trip.  The statement
  * puts, deletes, or replaces only over the record the writer read ($4 =
  * 'p', 'd' or 'c'); a replacement that finds another record changes
- * nothing, without an error.
+ * nothing, without an error.  A strict write ($4 = 's', sched_strict)
+ * goes through pl_sched_swap(), which locks the row (or, for a new one,
+ * the schedules' count) and writes only over the record read ($3; empty:
+ * none), else raises SQLSTATE PLSCC (PL_EBUSY), rolling the commit back.
  *
  * THE MOST A STORE KEEPS.  A put of a new schedule goes through
  * pl_sched_room(), which takes the schedules' transaction-scoped advisory
@@ -32,6 +35,8 @@
 
 /* SQLSTATE of a new schedule past PL__SCHED_MAX (pl_sched_room()). */
 #define FULL_STATE "PLSCH"
+/* SQLSTATE of a strict write that found another record (pl_sched_swap()). */
+#define CHANGED_STATE "PLSCC"
 
 int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -41,11 +46,13 @@ int pl__pg_sched_sql(const pl__pg_store *s, int which, char **out)
             "WITH d AS (DELETE FROM \"%s\".schedules WHERE $4::text = 'd' "
             "AND name = $1::text), p AS (INSERT INTO \"%s\".schedules "
             "(name, rec) SELECT $1::text, $2::bytea WHERE CASE WHEN $4::text "
-            "= 'p' THEN \"%s\".pl_sched_room($1::text) ELSE false END "
+            "= 'p' THEN \"%s\".pl_sched_room($1::text) WHEN $4::text = 's' "
+            "THEN \"%s\".pl_sched_swap($1::text, $2::bytea, $3::bytea) "
+            "ELSE false END "
             "ON CONFLICT (name) DO UPDATE SET rec = excluded.rec) "
             "UPDATE \"%s\".schedules SET rec = $2::bytea WHERE $4::text = "
             "'c' AND name = $1::text AND rec = $3::bytea",
-            n, n, n, n);
+            n, n, n, n, n);
     else
         *out = pl__asprintf("SELECT name, rec FROM \"%s\".schedules ORDER BY "
                             "name LIMIT %d",
@@ -70,13 +77,35 @@ char *pl__pg_sched_ddl(const pl__pg_store *s)
         "SELECT count(*) INTO n FROM \"%s\".schedules; "
         "IF n >= %d THEN RAISE EXCEPTION 'schedule ''%%'': the store holds %% "
         "schedules, the most it keeps: delete one first', nm, %d USING "
-        "ERRCODE = '" FULL_STATE "'; END IF; RETURN true; END $f$;",
-        n, n, n, n, n, PL__SCHED_MAX, PL__SCHED_MAX);
+        "ERRCODE = '" FULL_STATE "'; END IF; RETURN true; END $f$;"
+        /* a strict write (pg_sched.c's head); false: the INSERT it is the
+         * condition of inserts nothing, the write is done */
+        "CREATE OR REPLACE FUNCTION \"%s\".pl_sched_swap(nm text, r bytea, "
+        "ex bytea) RETURNS boolean LANGUAGE plpgsql AS $f$ DECLARE cur bytea; "
+        "ok boolean; BEGIN SELECT rec INTO cur FROM \"%s\".schedules WHERE "
+        "name = nm FOR UPDATE; "
+        "ok := CASE WHEN length(ex) = 0 THEN NOT FOUND ELSE cur IS NOT "
+        "DISTINCT FROM ex END; "
+        "IF ok AND length(ex) = 0 THEN PERFORM \"%s\".pl_sched_room(nm); "
+        "INSERT INTO \"%s\".schedules (name, rec) VALUES (nm, r) ON "
+        "CONFLICT (name) DO NOTHING; ok := FOUND; "
+        "ELSIF ok THEN UPDATE \"%s\".schedules SET rec = r WHERE name = nm; "
+        "END IF; "
+        "IF NOT ok THEN RAISE EXCEPTION 'schedule ''%%'' changed while it was "
+        "being written: read it again', nm USING ERRCODE = '" CHANGED_STATE
+        "'; "
+        "END IF; RETURN false; END $f$;",
+        n, n, n, n, n, PL__SCHED_MAX, PL__SCHED_MAX, n, n, n, n, n);
 }
 
 int pl__pg_sched_failed(const PGresult *r)
 {
     const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (code && strcmp(code, CHANGED_STATE) == 0) {
+        const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+        return pl__err(PL_EBUSY, "%s",
+                       m ? m : "a schedule changed while it was written");
+    }
     if (!code || strcmp(code, FULL_STATE) != 0)
         return PL_OK;
     const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
@@ -87,7 +116,7 @@ int pl__pg_sched_failed(const PGresult *r)
 int pl__pg_sched_send(pl__pg_store *s, PGconn *c, const pl__batch *bt)
 {
     const pl__buf *rec = bt->sched_rec, *expect = bt->sched_expect;
-    const char *op = !rec ? "d" : expect ? "c" : "p";
+    const char *op = !rec ? "d" : bt->sched_strict ? "s" : expect ? "c" : "p";
     const char *vals[4] = {bt->sched_name, rec ? (const char *)rec->data : "",
                            expect ? (const char *)expect->data : "", op};
     int lens[4] = {(int)strlen(bt->sched_name), rec ? (int)rec->len : 0,
