@@ -270,17 +270,25 @@ typedef struct again {
     char msg[256];
 } again;
 
-/* Put schedule "again" again and again, from the tick handled last, until
- * the firing is done. */
-static void *putter(void *arg)
+/* Schedule "again": "echo" every minute, the latest tick missed caught
+ * up, a tick skipped while the last run is live. */
+static pl_schedule again_def(void)
 {
-    again *a = arg;
     pl_schedule s = PL_SCHEDULE_INIT;
     s.name = "again";
     s.cron = "* * * * *";
     s.policy = "echo";
     s.catch_up = PL_CATCH_UP_LATEST;
     s.overlap = PL_OVERLAP_SKIP;
+    return s;
+}
+
+/* Put schedule "again" again and again, from the tick handled last, until
+ * the firing is done. */
+static void *putter(void *arg)
+{
+    again *a = arg;
+    pl_schedule s = again_def();
     while (!atomic_load(&a->done) && !a->st) {
         s.start_ms = T0 + atomic_load(&a->handled) * MIN_MS;
         a->st = pl_schedule_put(a->e, &s);
@@ -318,12 +326,7 @@ Test(schedule_put, a_put_again_while_ticks_fire_keeps_each_fire_once,
     again a = {.e = e};
     atomic_init(&a.handled, 0);
     atomic_init(&a.done, false);
-    pl_schedule s = PL_SCHEDULE_INIT;
-    s.name = "again";
-    s.cron = "* * * * *";
-    s.policy = "echo";
-    s.catch_up = PL_CATCH_UP_LATEST;
-    s.overlap = PL_OVERLAP_SKIP;
+    pl_schedule s = again_def();
     s.start_ms = T0;
     cr_assert_eq(pl_schedule_put(e, &s), PL_OK, "%s", pl_errmsg());
     pthread_t th;
