@@ -501,6 +501,9 @@ typedef struct pl_schedule {
  *         max_payload; a new schedule in a store that holds 4096, the most
  *         it keeps: delete one first, counted in the transaction that
  *         writes it, so that puts of processes at once never pass it);
+ *         PL_EBUSY (the schedule changed under the put a thousand times
+ *         over, each time by another put or a tick that went through:
+ *         nothing written, put it again);
  *         PL_ESTATE (a read-only engine); the store's errors; PL_ENOMEM.
  */
 int pl_schedule_put(pl_engine *engine, const pl_schedule *schedule);
