@@ -196,14 +196,17 @@
  *     attempt, retried as a failed request is; nothing of it is recorded.
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
  *     Once the final event came, the answer is whole: a connection cut
- *     after it, or held open with nothing more, changes nothing.
+ *     after it, or held open with nothing more, changes nothing, and
+ *     what comes past it is not read.  Ollama's last line may end the
+ *     body without its newline (read when it is whole JSON).
  *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole;
  *     an answer the store then fails to record ends with
  *     PL_LLM_DELTA_RESTARTED instead.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one
  *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
- *   - A stream is held to max_response_bytes in all, as a body is; a
+ *   - A stream is held to max_response_bytes in all, up to its final
+ *     event (what comes past it is not counted), as a body is; a
  *     stream that is not the protocol's (a line that is neither an SSE
  *     field nor a comment, data that is not JSON, an NDJSON line that is
  *     not a JSON object) fails the call with InvalidInput, not retried.

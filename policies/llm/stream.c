@@ -6,11 +6,14 @@
  * parsed as that response is (response.c), so the answer recorded is the
  * same either way.
  *
- * Bounded: every byte counts against the cap (max_response_bytes), so the
- * buffers (a line, an event's data, the text, the arguments) stay within
- * it; a line that is not the protocol's fails at once.  An event whose
- * data is cut by the end of the stream is dropped, as the SSE rules say,
- * and the stream is then one that ended before its end: retried.
+ * Bounded: every byte up to the final event counts against the cap
+ * (max_response_bytes), so the buffers (a line, an event's data, the
+ * text, the arguments) stay within it; what comes past the final event is
+ * neither read nor counted.  A line that is not the protocol's fails at
+ * once.  An event whose data is cut by the end of the stream is dropped,
+ * as the SSE rules say, and the stream is then one that ended before its
+ * end: retried.  An NDJSON stream's last line may come without its
+ * newline: read when it is whole JSON, else dropped as the SSE event is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -591,14 +594,16 @@ int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n)
 {
     if (s->fail)
         return -1;
-    if (n > s->cap - s->total)
-        return fail(s, PL__LLM_STREAM_BAD,
-                    pl__asprintf("the model's stream is larger than "
-                                 "max_response_bytes (%zu bytes)",
-                                 s->cap));
+    if (s->done)
+        return 0; /* past the final event: neither read nor counted */
+    /* the bytes within the cap are read first: a final event among them
+     * ends the stream, and what follows it is not counted */
+    size_t room = s->cap - s->total, all = n;
+    if (n > room)
+        n = room;
     s->total += n;
     size_t from = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !s->done; i++) {
         if (p[i] != '\n' && p[i] != '\r') {
             s->cr = false;
             continue;
@@ -622,6 +627,13 @@ int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n)
             return -1;
         from = i + 1;
     }
+    if (s->done)
+        return 0;
+    if (all > n)
+        return fail(s, PL__LLM_STREAM_BAD,
+                    pl__asprintf("the model's stream is larger than "
+                                 "max_response_bytes (%zu bytes)",
+                                 s->cap));
     if (from < n && pl__buf_append(&s->line, p + from, n - from))
         return oom(s);
     return 0;
@@ -730,10 +742,26 @@ static cJSON *whole_response(pl__llm_stream *s)
     return resp;
 }
 
+/* NDJSON's last line may end the body without its newline: read it,
+ * when it is whole (JSON).  One that is not is a line the end of the
+ * stream cut: dropped, and the stream one that ended before its end. */
+static void last_line(pl__llm_stream *s)
+{
+    cJSON *v = NULL;
+    if (s->done || s->fail || !s->line.len ||
+        s->m->url.provider != PL__LLM_OLLAMA ||
+        pl_json_parse(&v, (const char *)s->line.data, s->line.len))
+        return;
+    cJSON_Delete(v);
+    line(s, (const char *)s->line.data, s->line.len);
+    pl__buf_reset(&s->line);
+}
+
 int pl__llm_stream_end(pl__llm_stream *s, cJSON **answer, long *in_tokens,
                        long *out_tokens)
 {
     *answer = NULL;
+    last_line(s);
     if (s->fail)
         return -1;
     if (!s->done)
