@@ -136,7 +136,9 @@
  * never written to a ledger, an event, or an error message: what a
  * provider sends back is quoted with every occurrence of the key, whatever
  * its length, as "[redacted]" (so a key of a byte or two masks those bytes
- * wherever they stand in the quote).
+ * wherever they stand in the quote).  A quote cut short (of a provider's
+ * error, a stream's line, a malformed answer) is cut between characters:
+ * a message, and a re-prompt that carries one, stays UTF-8.
  *
  * The scripted model's script is a JSON object:
  *

@@ -2,13 +2,26 @@
  * test_llm_stream_odd.c -- streams and quotes that are odd but fair,
  * against the loopback server's raw streams (tests/llm_server.py) and the
  * scripted model: an NDJSON stream whose last line has no newline; bytes
- * past the final event that would pass max_response_bytes.
+ * past the final event that would pass max_response_bytes; what a server
+ * or a model sent, quoted in a message, cut on a character boundary (the
+ * message, and a re-prompt that carries it, stay UTF-8).
  */
 #include "llm_support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* @p n times "\u00e9" (two bytes of UTF-8 each), as JSON escapes. */
+static char *e_acutes(size_t n)
+{
+    char *s = malloc(6 * n + 1);
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + 6 * i, "\\u00e9", 6);
+    s[6 * n] = '\0';
+    return s;
+}
 
 /* A model on the loopback server @p srv (started on @p responses for
  * @p protocol) with the options @p o (NULL: the defaults) and short
@@ -115,5 +128,111 @@ Test(llm_stream_odd, bytes_past_the_final_event_do_not_count_against_the_cap)
     cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Short.", "%s",
                      t_text(pl_outcome_result(out)));
     cr_expect_eq(t_server_requests(&srv), 1);
+    done(&srv, e, reg, out);
+}
+
+/* The result's message of a failed model call is well-formed UTF-8. */
+static void expect_message_utf8(pl_outcome *out, const char *want)
+{
+    const cJSON *r = pl_outcome_result(out);
+    const char *msg = t_str(r, "message");
+    cr_assert_not_null(msg, "%s", t_text(r));
+    cr_expect(strstr(msg, want), "message %s, wanted %s", msg, want);
+    cr_expect(t_utf8_ok(msg, strlen(msg)), "a character cut in two: %s", msg);
+}
+
+/* What a server sent, quoted in a message and cut short there, is cut
+ * between characters: an error body's message (200 bytes), an error event
+ * (239), a line that is not the protocol's (40).  Each text is "a" and
+ * two-byte characters, so that a cut by bytes falls inside one. */
+Test(llm_stream_odd, a_quote_is_cut_between_characters)
+{
+    char *e150 = e_acutes(150), *e30 = e_acutes(30);
+    char resp[3][2048];
+    snprintf(resp[0], sizeof resp[0],
+             "{\"status\": 400, \"body\": {\"error\": {\"message\": "
+             "\"a%s\"}}}",
+             e150);
+    snprintf(resp[1], sizeof resp[1],
+             "{\"stream_raw\": \"data: {\\\"error\\\": {\\\"message\\\": "
+             "\\\"a%s\\\"}}\\n\\n\"}",
+             e150);
+    snprintf(resp[2], sizeof resp[2], "{\"stream_raw\": \"a%s\\n\\n\"}", e30);
+    const char *want[3] = {"HTTP 400 from the model's server: a",
+                           "carried an error: a", "a line reads 'a"};
+    for (int i = 0; i < 3; i++) {
+        t_server srv;
+        pl_engine *e;
+        pl_registry *reg;
+        pl_llm_options o = PL_LLM_OPTIONS_INIT;
+        o.max_attempts = 1;
+        if (i)
+            o.on_delta = t_count_delta;
+        pl_outcome *out = ask(&srv, &e, &reg, "openai", "openai://m", resp[i],
+                              &o);
+        expect_message_utf8(out, want[i]);
+        done(&srv, e, reg, out);
+    }
+    free(e150);
+    free(e30);
+}
+
+/* A malformed answer's message quotes what came back (cut at 196 bytes);
+ * re-prompted, that message is the next request's user message, which
+ * must stay UTF-8 for the provider to read it. */
+Test(llm_stream_odd, a_reprompt_quoting_the_answer_stays_utf8)
+{
+    char *e150 = e_acutes(150);
+    char resp[2048];
+    snprintf(resp, sizeof resp,
+             "{\"answer\": {\"tool_calls\": [{\"id\": \"c1\", \"name\": "
+             "\"effect\", \"raw_arguments\": \"[\\\"a%s\\\"]\"}]}},"
+             "{\"answer\": {\"text\": \"Sorry.\"}}",
+             e150);
+    free(e150);
+    t_server srv;
+    pl_engine *e;
+    pl_registry *reg;
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.malformed = PL_LLM_MALFORMED_REPROMPT;
+    char script[2200];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"openai\", "
+             "\"responses\": [%s]}",
+             resp);
+    t_server_start(&srv, script);
+    char model[128];
+    o.base_url = t_model_on(model, sizeof model, &srv, "openai", "openai://m");
+    o.backoff_base_ms = 10;
+    reg = t_llm_registry(model, &o);
+    e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[\"effect\"]", "odd");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Sorry.");
+    cJSON *log = t_server_log(&srv);
+    cr_assert_eq(cJSON_GetArraySize(log), 2);
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(log,
+                                                                            1),
+                                                         "body");
+    cr_expect(cJSON_IsObject(body),
+              "the re-prompt's request is not JSON the server can read (a "
+              "character cut in two)");
+    cJSON_Delete(log);
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "odd", "0.0"), PL_OK, "%s", pl_errmsg());
+    bool seen = false;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const cJSON *p = pl_step_payload(pl_steps_at(l, i));
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "reprompt")))
+            continue;
+        const char *t = t_str(p, "text");
+        seen = true;
+        cr_expect(t && strstr(t, "not a JSON object: '[\"a"), "%s", t);
+        cr_expect(t && t_utf8_ok(t, strlen(t)), "a character cut in two: %s",
+                  t);
+    }
+    cr_expect(seen, "no re-prompt step");
+    pl_steps_free(l);
     done(&srv, e, reg, out);
 }

@@ -106,6 +106,19 @@ char *pl__llm_redact(char *s, const char *key)
     return redact(s, key, SIZE_MAX);
 }
 
+size_t pl__llm_char_start(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
+int pl__llm_cut(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    return (int)(n <= max ? n : pl__llm_char_start(s, max));
+}
+
 char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
 {
     char *t = malloc(n + 1);
@@ -116,7 +129,7 @@ char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
     t[n] = '\0';
     /* the key out first: a cut made before would leave its start */
     if ((t = redact(t, key, max)) && strlen(t) > max)
-        t[max] = '\0';
+        t[pl__llm_char_start(t, max)] = '\0'; /* no character cut in two */
     for (char *q = t; q && *q; q++)
         if ((unsigned char)*q < 0x20)
             *q = ' ';
