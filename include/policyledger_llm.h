@@ -185,7 +185,8 @@
  * each call's arguments (Gemini and Ollama send a call's arguments whole:
  * one delta), with the run id, the invocation path and the turn.  The
  * scripted model streams too: its text word by word, its arguments in
- * pieces.
+ * pieces of at most 8 bytes, cut between characters (each piece UTF-8 on
+ * its own, as a provider's are).
  *   - What is recorded is what the same call without streaming records:
  *     the answer, assembled from the stream and parsed as the provider's
  *     whole response would be; its usage; the SHA-256 of the request as it

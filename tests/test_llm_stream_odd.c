@@ -4,7 +4,8 @@
  * scripted model: an NDJSON stream whose last line has no newline; bytes
  * past the final event that would pass max_response_bytes; what a server
  * or a model sent, quoted in a message, cut on a character boundary (the
- * message, and a re-prompt that carries it, stay UTF-8).
+ * message, and a re-prompt that carries it, stay UTF-8); the scripted
+ * model's argument pieces cut on a character boundary.
  */
 #include "llm_support.h"
 
@@ -235,4 +236,50 @@ Test(llm_stream_odd, a_reprompt_quoting_the_answer_stays_utf8)
     cr_expect(seen, "no re-prompt step");
     pl_steps_free(l);
     done(&srv, e, reg, out);
+}
+
+/* Every delta of the scripted model's stream stands alone as UTF-8: its
+ * arguments' pieces of 8 bytes are cut between characters. */
+static char g_args[4096];
+static size_t g_args_len;
+static int g_args_bad;
+
+static void keep_args(const pl_llm_delta *d, void *user)
+{
+    (void)user;
+    if (d->kind != PL_LLM_DELTA_TOOL_ARGS)
+        return;
+    if (!t_utf8_ok(d->text, d->len))
+        g_args_bad++;
+    if (g_args_len + d->len < sizeof g_args) {
+        memcpy(g_args + g_args_len, d->text, d->len);
+        g_args_len += d->len;
+    }
+}
+
+Test(llm_stream_odd, the_scripted_pieces_are_cut_between_characters)
+{
+    const char *path = t_write_file(
+        "s.json", "{\"responses\": ["
+                  "{\"tool_calls\": [{\"id\": \"c1\", \"name\": \"effect\", "
+                  "\"arguments\": {\"note\": \"\\u00e9t\\u00e9 \\u20ac "
+                  "\\ud83d\\ude00 caf\\u00e9s \\u00e9\\u00e9\\u00e9\"}}]},"
+                  "{\"text\": \"Noted.\"}]}");
+    char url[4400];
+    snprintf(url, sizeof url, "scripted://%s", path);
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.on_delta = keep_args;
+    pl_registry *reg = t_llm_registry(url, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "note", "[\"effect\"]", "pieces");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_eq(g_args_bad, 0, "pieces that are not UTF-8 on their own");
+    g_args[g_args_len] = '\0';
+    cr_expect_str_eq(g_args, "{\"note\":\"\xc3\xa9t\xc3\xa9 \xe2\x82\xac "
+                             "\xf0\x9f\x98\x80 caf\xc3\xa9s "
+                             "\xc3\xa9\xc3\xa9\xc3\xa9\"}");
+    pl_outcome_free(out);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
