@@ -2,7 +2,8 @@
  * test_trace.c -- the JSON-lines trace (core/ext/trace.c) as a program
  * reads it: a run parked at a sleep and one suspended for a human say
  * which, and where (step_type, seq); a version point says the version the
- * run takes; a schedule's failure names the schedule.
+ * run takes; a schedule's failure names the schedule; every line is JSON
+ * text, UTF-8, whatever bytes an event's detail holds.
  */
 #include "support.h"
 
@@ -34,6 +35,14 @@ static int versioned(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_text(out, "versioned", "done");
 }
 
+/* Fails the run with a reason that is not UTF-8 (a byte string a policy
+ * quoted, cut in the middle of a character). */
+static int garbled(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)ctx, (void)a, (void)out, (void)user;
+    return pl_errorf(PL_EPOLICY, "cannot parse 'caf\xc3' \xff\xfe end");
+}
+
 /* Run @p policy as run @p run (its status must be @p want) on an engine
  * whose events go to a trace; the trace's lines, parsed (caller frees). */
 static cJSON *lines(const char *path);
@@ -46,7 +55,8 @@ static cJSON *trace_of(const char *policy, const char *run, pl_run_status want)
         pl_policy_fn fn;
     } defs[] = {{"sleeper", sleeper},
                 {"asker", asker},
-                {"versioned", versioned}};
+                {"versioned", versioned},
+                {"garbled", garbled}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
         cr_assert_eq(pl_registry_add_fn(reg, defs[i].name, defs[i].fn, NULL),
                      PL_OK, "%s", pl_errmsg());
@@ -77,7 +87,7 @@ static const char *str_of(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* The trace's lines, parsed (caller frees). */
+/* The trace's lines, parsed, each checked to be UTF-8 (caller frees). */
 static cJSON *lines(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -85,6 +95,8 @@ static cJSON *lines(const char *path)
     cJSON *all = cJSON_CreateArray();
     char buf[8192];
     while (fgets(buf, sizeof buf, f)) {
+        cr_expect(t_utf8_ok(buf, strlen(buf)), "a line that is not UTF-8: %s",
+                  buf);
         cJSON *o = cJSON_Parse(buf);
         cr_assert_not_null(o, "a line that is not JSON: %s", buf);
         cJSON_AddItemToArray(all, o);
@@ -142,6 +154,22 @@ Test(trace, a_version_point_says_the_version)
     cr_expect_eq(num(v, "version"), 2, "%s", t_text(v));
     cr_expect_str_eq(str_of(v, "step_type"), "side_effect", "%s", t_text(v));
     cr_expect_eq(num(v, "seq"), 0, "%s", t_text(v));
+    cJSON_Delete(all);
+}
+
+/* A detail that is not UTF-8 (a policy's reason holding any bytes) is
+ * written as UTF-8: each byte that is not part of a character as U+FFFD,
+ * as the export writes it; JSON text is UTF-8. */
+Test(trace, a_detail_that_is_not_utf8_is_written_as_utf8)
+{
+    cJSON *all = trace_of("garbled", "garbled", PL_RUN_FAILED);
+    const cJSON *f = line_of(all, "garbled", "run_failed");
+    const char *d = str_of(f, "detail");
+    cr_assert_not_null(d, "%s", t_text(f));
+    cr_expect(strstr(d,
+                     "cannot parse 'caf\xef\xbf\xbd' \xef\xbf\xbd\xef\xbf\xbd"
+                     " end"),
+              "%s", d);
     cJSON_Delete(all);
 }
 

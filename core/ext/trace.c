@@ -26,7 +26,10 @@
  *   version      version                version points
  *   schedule     schedule               when set (schedule_failed)
  *
- * A mutex keeps lines of concurrent runs whole; each line is flushed.  A
+ * Every line is UTF-8, as JSON text is: a byte of a string (a detail, a
+ * policy's reason) that is not part of well-formed UTF-8 is written as
+ * U+FFFD.  A mutex keeps lines of concurrent runs whole; each line is
+ * flushed.  A
  * reader gone from a FIFO costs the lines, counted, not the process
  * (SIGPIPE).
  */
@@ -41,6 +44,8 @@
 #include <unistd.h>
 
 #include <policyledger.h>
+
+#include "ext.h"
 
 struct pl_trace {
     FILE *f;
@@ -172,7 +177,8 @@ static char *line(const pl_event *ev)
         if (!ok)
             cJSON_Delete(tok);
     }
-    char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
+    /* UTF-8 whatever bytes a detail or a name holds: JSON text is */
+    char *text = ok ? pl__json_print_utf8(o) : NULL;
     cJSON_Delete(o);
     return text;
 }

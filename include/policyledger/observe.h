@@ -47,6 +47,10 @@
  *   version     version: the version the run takes (pl_event.version)
  *   schedule    schedule_failed: the schedule (pl_event.schedule)
  *
+ * Every line is UTF-8, as JSON text is: a byte of a detail or a name that
+ * is not part of well-formed UTF-8 is written as U+FFFD (as the export
+ * writes it).
+ *
  * Install it as the engine's event callback:
  *
  *     pl_trace *t;
@@ -124,7 +128,10 @@ int pl_trace_close(pl_trace *trace);
  * next execution on this exporter, "interrupted", status ERROR.
  * An executed call whose end event carries a model's tokens (an LLM
  * policy's result: pl_event.tokens_in / tokens_out) adds
- * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.
+ * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.  A request is
+ * UTF-8 whatever bytes a detail holds (each byte that is not part of
+ * well-formed UTF-8 as U+FFFD): a receiver refuses one that is not, and
+ * every span in it.
  *
  * Attach it like pl_trace (the event callback, with the exporter as user):
  *
