@@ -38,7 +38,7 @@
  *               "suspend" (for a human) or "wait" (a sleep, an event);
  *               version: "side_effect" when its marker is recorded
  *   outcome     call and run ends: "served", "completed", "failed",
- *               "suspended"
+ *               "suspended"; run_stopped: "stopped"
  *   status      a failure's pl_status name, e.g. "PL_EPOLICY"
  *   detail      an error code or reason
  *   elapsed_ns  call and run ends, commits
