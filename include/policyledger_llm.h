@@ -183,10 +183,12 @@
  * streamGenerateContent?alt=sse; Ollama's NDJSON) and delivers the answer
  * as it is written: PL_LLM_DELTA_TEXT for text, PL_LLM_DELTA_TOOL_ARGS for
  * each call's arguments (Gemini and Ollama send a call's arguments whole:
- * one delta), with the run id, the invocation path and the turn.  The
- * scripted model streams too: its text word by word, its arguments in
- * pieces of at most 8 bytes, cut between characters (each piece UTF-8 on
- * its own, as a provider's are).
+ * one delta), with the run id, the invocation path and the turn.  An
+ * OpenAI call's pieces are joined by their "index"; a piece with another
+ * call's id where a call already is begins a call of its own (a server
+ * that numbers every call 0).  The scripted model streams too: its text
+ * word by word, its arguments in pieces of at most 8 bytes, cut between
+ * characters (each piece UTF-8 on its own, as a provider's are).
  *   - What is recorded is what the same call without streaming records:
  *     the answer, assembled from the stream and parsed as the provider's
  *     whole response would be; its usage; the SHA-256 of the request as it

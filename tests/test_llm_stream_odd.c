@@ -5,7 +5,8 @@
  * past the final event that would pass max_response_bytes; what a server
  * or a model sent, quoted in a message, cut on a character boundary (the
  * message, and a re-prompt that carries it, stay UTF-8); the scripted
- * model's argument pieces cut on a character boundary.
+ * model's argument pieces cut on a character boundary; OpenAI tool calls
+ * that share an index but not an id.
  */
 #include "llm_support.h"
 
@@ -282,4 +283,70 @@ Test(llm_stream_odd, the_scripted_pieces_are_cut_between_characters)
     pl_outcome_free(out);
     pl_engine_close(e);
     pl_registry_free(reg);
+}
+
+/* A server that numbers every streamed tool call 0 (each call whole in a
+ * piece of its own, with its own id): an id other than the one its place
+ * holds begins another call, as the whole answer would have two.  They
+ * were joined into one call ("echoecho", arguments "{}{}"): a malformed
+ * answer, no tool run. */
+static unsigned g_index_seen[4];
+static size_t g_n_index;
+
+static void keep_index(const pl_llm_delta *d, void *user)
+{
+    (void)user;
+    if (d->kind == PL_LLM_DELTA_TOOL_ARGS && d->turn == 1 && g_n_index < 4)
+        g_index_seen[g_n_index++] = d->tool_index;
+}
+
+Test(llm_stream_odd, calls_that_share_an_index_but_not_an_id_are_two)
+{
+#define PIECE(ID)                                                              \
+    "data: {\\\"choices\\\": [{\\\"delta\\\": {\\\"tool_calls\\\": "           \
+    "[{\\\"index\\\": 0, \\\"id\\\": \\\"" ID "\\\", \\\"function\\\": "       \
+    "{\\\"name\\\": \\\"echo\\\", \\\"arguments\\\": \\\"{}\\\"}}]}}]}\\n\\n"
+    const char *one = PIECE("c1"), *two = PIECE("c2");
+#undef PIECE
+    char resp[1200];
+    snprintf(resp, sizeof resp,
+             "{\"stream_raw\": \"%s%sdata: [DONE]\\n\\n\"},"
+             "{\"answer\": {\"text\": \"Echoed twice.\"}}",
+             one, two);
+    char script[1400];
+    snprintf(script, sizeof script,
+             "{\"protocol\": \"openai\", \"responses\": [%s]}", resp);
+    t_server srv;
+    t_server_start(&srv, script);
+    char model[128];
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.base_url = t_model_on(model, sizeof model, &srv, "openai", "openai://m");
+    o.on_delta = keep_index;
+    pl_registry *reg = t_llm_registry(model, &o);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(e, "hi", "[\"echo\"]", "odd");
+    cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
+                 out->reason ? out->reason : "");
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Echoed twice.",
+                     "%s", t_text(pl_outcome_result(out)));
+    pl_steps *l = NULL;
+    cr_assert_eq(pl_run_ledger(&l, e, "odd", "0.0"), PL_OK, "%s", pl_errmsg());
+    const char *ids[2] = {"c1", "c2"};
+    int calls = 0;
+    for (size_t i = 0; i < pl_steps_count(l); i++) {
+        const pl_step *s = pl_steps_at(l, i);
+        if (pl_step_type_of(s) != PL_STEP_ACTION_CALL)
+            continue;
+        cr_assert_lt(calls, 2, "more than two calls");
+        const cJSON *p = pl_step_payload(s);
+        cr_expect_str_eq(t_str(p, "policy"), "echo");
+        cr_expect_str_eq(t_str(p, "call_id"), ids[calls]);
+        calls++;
+    }
+    cr_expect_eq(calls, 2);
+    pl_steps_free(l);
+    cr_expect_eq(g_n_index, 2);
+    cr_expect_eq(g_index_seen[0], 0);
+    cr_expect_eq(g_index_seen[1], 1, "the second call's place");
+    done(&srv, e, reg, out);
 }

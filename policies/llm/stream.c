@@ -48,6 +48,7 @@ struct pl__llm_stream {
     call calls[MAX_CALLS];
     size_t n_calls;
     int blocks[MAX_BLOCKS]; /* Anthropic: block -> call + 1, 0 none */
+    int route[MAX_CALLS];   /* OpenAI: index -> call + 1, 0 the index's */
     cJSON *usage;           /* the usage the provider sent, merged */
     bool done;
     int fail; /* 0, STREAM_BAD or STREAM_ERROR */
@@ -384,11 +385,21 @@ static int openai_event(pl__llm_stream *s, const cJSON *v)
     cJSON_ArrayForEach(tc, get(delta, "tool_calls"))
     {
         const cJSON *idx = get(tc, "index"), *fn = get(tc, "function");
-        call *c = call_at(s, cJSON_IsNumber(idx) ? idx->valuedouble
-                                                 : (double)s->n_calls);
+        const cJSON *id = get(tc, "id");
+        double at = cJSON_IsNumber(idx) ? idx->valuedouble : (double)s->n_calls;
+        int to = at >= 0 && at < MAX_CALLS ? s->route[(size_t)at] : 0;
+        call *c = call_at(s, to ? to - 1 : at);
+        /* a call's id comes in its first piece: another id (not empty)
+         * where a call is begins another call (servers that number every
+         * call 0), and the index's next pieces are that call's */
+        if (c && c->id && cJSON_IsString(id) && *id->valuestring &&
+            strcmp(c->id, id->valuestring)) {
+            c = call_at(s, (double)s->n_calls);
+            if (c)
+                s->route[(size_t)at] = (int)(c - s->calls) + 1;
+        }
         const cJSON *a = get(fn, "arguments");
-        if (!c || set_id(s, c, get(tc, "id")) ||
-            add_name(s, c, get(fn, "name")) ||
+        if (!c || set_id(s, c, id) || add_name(s, c, get(fn, "name")) ||
             add_args(s, c, cJSON_IsString(a) ? a->valuestring : NULL))
             return -1;
     }
