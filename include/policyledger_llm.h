@@ -136,7 +136,9 @@
  * never written to a ledger, an event, or an error message: what a
  * provider sends back is quoted with every occurrence of the key, whatever
  * its length, as "[redacted]" (so a key of a byte or two masks those bytes
- * wherever they stand in the quote).
+ * wherever they stand in the quote).  A quote cut short (of a provider's
+ * error, a stream's line, a malformed answer) is cut between characters:
+ * a message, and a re-prompt that carries one, stays UTF-8.
  *
  * The scripted model's script is a JSON object:
  *
@@ -181,9 +183,12 @@
  * streamGenerateContent?alt=sse; Ollama's NDJSON) and delivers the answer
  * as it is written: PL_LLM_DELTA_TEXT for text, PL_LLM_DELTA_TOOL_ARGS for
  * each call's arguments (Gemini and Ollama send a call's arguments whole:
- * one delta), with the run id, the invocation path and the turn.  The
- * scripted model streams too: its text word by word, its arguments in
- * pieces.
+ * one delta), with the run id, the invocation path and the turn.  An
+ * OpenAI call's pieces are joined by their "index"; a piece with another
+ * call's id where a call already is begins a call of its own (a server
+ * that numbers every call 0).  The scripted model streams too: its text
+ * word by word, its arguments in pieces of at most 8 bytes, cut between
+ * characters (each piece UTF-8 on its own, as a provider's are).
  *   - What is recorded is what the same call without streaming records:
  *     the answer, assembled from the stream and parsed as the provider's
  *     whole response would be; its usage; the SHA-256 of the request as it
@@ -196,14 +201,17 @@
  *     attempt, retried as a failed request is; nothing of it is recorded.
  *     If it had delivered deltas, PL_LLM_DELTA_RESTARTED follows them.
  *     Once the final event came, the answer is whole: a connection cut
- *     after it, or held open with nothing more, changes nothing.
+ *     after it, or held open with nothing more, changes nothing, and
+ *     what comes past it is not read.  Ollama's last line may end the
+ *     body without its newline (read when it is whole JSON).
  *   - Once the answer is recorded, PL_LLM_DELTA_END says it is whole;
  *     an answer the store then fails to record ends with
  *     PL_LLM_DELTA_RESTARTED instead.
  *   - A turn served from the ledger (a replay, a continued run) delivers
  *     its recorded answer at once, with replayed set: its text as one
  *     delta, each tool call's arguments as one, then PL_LLM_DELTA_END.
- *   - A stream is held to max_response_bytes in all, as a body is; a
+ *   - A stream is held to max_response_bytes in all, up to its final
+ *     event (what comes past it is not counted), as a body is; a
  *     stream that is not the protocol's (a line that is neither an SSE
  *     field nor a comment, data that is not JSON, an NDJSON line that is
  *     not a JSON object) fails the call with InvalidInput, not retried.

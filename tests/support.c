@@ -487,3 +487,27 @@ void t_worker_stop(t_worker *w)
     cr_assert_eq(pthread_join(w->th, NULL), 0);
     cr_assert_eq(w->rc, PL_OK, "the worker: %s", pl_errmsg());
 }
+
+bool t_utf8_ok(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80                    ? 1
+                   : p[i] >= 0xC2 && p[i] <= 0xDF ? 2
+                   : p[i] >= 0xE0 && p[i] <= 0xEF ? 3
+                   : p[i] >= 0xF0 && p[i] <= 0xF4 ? 4
+                                                  : 0;
+        if (!k || i + k > n)
+            return false;
+        for (size_t j = 1; j < k; j++)
+            if ((p[i + j] & 0xC0) != 0x80)
+                return false;
+        if ((p[i] == 0xE0 && p[i + 1] < 0xA0) ||
+            (p[i] == 0xED && p[i + 1] > 0x9F) ||
+            (p[i] == 0xF0 && p[i + 1] < 0x90) ||
+            (p[i] == 0xF4 && p[i + 1] > 0x8F))
+            return false;
+        i += k;
+    }
+    return true;
+}

@@ -165,6 +165,9 @@ int t_visit_mix_step(const pl_step *s, void *h);
 cJSON *t_json(const char *text);
 /* Compact text of a JSON value (caller frees). */
 char *t_text(const cJSON *v);
+/* Are the @p n bytes at @p s well-formed UTF-8 (shortest forms, no
+ * surrogates, at most U+10FFFF)? */
+bool t_utf8_ok(const char *s, size_t n);
 /* Run @p id's status as stored (the test fails if it cannot be read). */
 pl_run_status status_of(pl_engine *e, const char *id);
 /* Start run @p id of @p policy with the payload @p json: pl_run_start()'s

@@ -26,6 +26,12 @@
  * (json.c). */
 PL__EXT_HIDDEN const char *pl__json_type_name(const cJSON *v);
 
+/* cJSON_PrintUnformatted(@p json) with each byte that is not part of
+ * well-formed UTF-8 as U+FFFD (cJSON keeps a string's bytes as they are;
+ * JSON text is UTF-8), as the export prints (json_print.c).  Caller
+ * frees with cJSON_free(); NULL when out of memory. */
+PL__EXT_HIDDEN char *pl__json_print_utf8(const cJSON *json);
+
 /* ---- versioned structs --------------------------------------------------- */
 
 /*

@@ -1,6 +1,7 @@
 /*
  * json_print.c -- pl_json_print: cJSON's text with numbers that read back
- * as themselves.
+ * as themselves; and compact text that is UTF-8 whatever bytes the
+ * strings hold (the trace's lines, the exporter's requests).
  *
  * cJSON 1.7 prints a number with "%1.15g" when that text reads back within
  * a relative DBL_EPSILON of it (its compare_double()), which is not the
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ext.h"
 
@@ -86,4 +88,57 @@ char *pl_json_print(const cJSON *json, bool formatted)
         text = formatted ? cJSON_Print(copy) : cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
     return text;
+}
+
+/* The length of the well-formed UTF-8 character at @p p (Unicode's table
+ * 3-7: shortest form, no surrogates, at most U+10FFFF), or 0. */
+static size_t char_len(const unsigned char *p)
+{
+    static const struct {
+        unsigned char lead_lo, lead_hi, next_lo, next_hi, len;
+    } forms[] = {{0xC2, 0xDF, 0x80, 0xBF, 2}, {0xE0, 0xE0, 0xA0, 0xBF, 3},
+                 {0xE1, 0xEC, 0x80, 0xBF, 3}, {0xED, 0xED, 0x80, 0x9F, 3},
+                 {0xEE, 0xEF, 0x80, 0xBF, 3}, {0xF0, 0xF0, 0x90, 0xBF, 4},
+                 {0xF1, 0xF3, 0x80, 0xBF, 4}, {0xF4, 0xF4, 0x80, 0x8F, 4}};
+    if (p[0] < 0x80)
+        return 1;
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        if (p[0] < forms[i].lead_lo || p[0] > forms[i].lead_hi)
+            continue;
+        if (p[1] < forms[i].next_lo || p[1] > forms[i].next_hi)
+            return 0;
+        for (size_t k = 2; k < forms[i].len; k++)
+            if ((p[k] & 0xC0) != 0x80)
+                return 0;
+        return forms[i].len;
+    }
+    return 0;
+}
+
+char *pl__json_print_utf8(const cJSON *json)
+{
+    char *text = cJSON_PrintUnformatted(json);
+    if (!text)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)text;
+    size_t len = strlen(text), bad = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = char_len(p + i);
+        bad += !k;
+        i += k ? k : 1;
+    }
+    if (!bad)
+        return text;
+    char *out = cJSON_malloc(len + 2 * bad + 1);
+    size_t o = 0;
+    for (size_t i = 0; out && i < len;) {
+        size_t k = char_len(p + i);
+        memcpy(out + o, k ? text + i : "\xef\xbf\xbd", k ? k : 3);
+        o += k ? k : 3;
+        i += k ? k : 1;
+    }
+    if (out)
+        out[o] = '\0';
+    cJSON_free(text);
+    return out;
 }

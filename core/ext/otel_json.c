@@ -195,7 +195,9 @@ char *pl__otel_body(const char *service, pl__otel_span *const *v, size_t k)
         if (!ok)
             cJSON_Delete(s);
     }
-    char *text = ok ? cJSON_PrintUnformatted(doc) : NULL;
+    /* UTF-8 whatever bytes a detail holds: a receiver refuses a request
+     * that is not, and every span in it with it */
+    char *text = ok ? pl__json_print_utf8(doc) : NULL;
     cJSON_Delete(doc);
     return text;
 }

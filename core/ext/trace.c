@@ -10,17 +10,26 @@
  *   trace_id     run_id                 always
  *   event        pl_event_kind_name()   always
  *   path         path                   when set
- *   seq          seq                    step, call and commit events
+ *   seq          seq                    step, call and commit events;
+ *                                       run_suspended; a version point
+ *                                       whose marker is recorded
  *   policy       policy                 when set
- *   step_type    step_type              step events
+ *   step_type    step_type              step events; run_suspended
+ *                                       ("suspend" or "wait"); a version
+ *                                       point whose marker is recorded
  *   outcome      kind                   call and run ends
  *   status       pl_status_name()       when status is not 0
  *   detail       detail                 when set
  *   elapsed_ns   elapsed_ns             call and run ends, commits
  *   tokens       {"input": tokens_in,   call ends whose result carries a
  *                 "output": tokens_out}  model's tokens
+ *   version      version                version points
+ *   schedule     schedule               when set (schedule_failed)
  *
- * A mutex keeps lines of concurrent runs whole; each line is flushed.  A
+ * Every line is UTF-8, as JSON text is: a byte of a string (a detail, a
+ * policy's reason) that is not part of well-formed UTF-8 is written as
+ * U+FFFD.  A mutex keeps lines of concurrent runs whole; each line is
+ * flushed.  A
  * reader gone from a FIFO costs the lines, counted, not the process
  * (SIGPIPE).
  */
@@ -35,6 +44,8 @@
 #include <unistd.h>
 
 #include <policyledger.h>
+
+#include "ext.h"
 
 struct pl_trace {
     FILE *f;
@@ -107,6 +118,15 @@ static const char *outcome(pl_event_kind k)
     }
 }
 
+/* Does @p ev name a step (its type, and its place in seq)?  Step events;
+ * a run parked (at a suspend or a wait); a version point whose marker is
+ * recorded. */
+static bool names_step(const pl_event *ev)
+{
+    return is_step(ev->kind) || ev->kind == PL_EVENT_RUN_SUSPENDED ||
+           (ev->kind == PL_EVENT_VERSION && ev->step_type);
+}
+
 static bool has_elapsed(pl_event_kind k)
 {
     return outcome(k) != NULL || k == PL_EVENT_COMMIT;
@@ -120,15 +140,16 @@ static char *line(const pl_event *ev)
     int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     pl_event_kind k = ev->kind;
     const char *name = pl_event_kind_name(k);
-    const char *step = is_step(k) ? pl_step_type_name(ev->step_type) : NULL;
-    bool seq = is_step(k) || is_call(k) || k == PL_EVENT_COMMIT;
+    const char *step = names_step(ev) ? pl_step_type_name(ev->step_type) : NULL;
+    bool seq = names_step(ev) || is_call(k) || k == PL_EVENT_COMMIT;
     cJSON *o = NULL;
     /* a member whose value is NULL is left out ("s*"); numbers apart */
-    if (pl_json_pack(&o, "{s:I, s:s, s:s, s:s*, s:s*, s:s*, s:s*, s:s*}",
+    if (pl_json_pack(&o, "{s:I, s:s, s:s, s:s*, s:s*, s:s*, s:s*, s:s*, s:s*}",
                      "ts_us", now_us, "trace_id", ev->run_id ? ev->run_id : "",
                      "event", name ? name : "unknown", "path", ev->path,
                      "policy", ev->policy, "step_type", step, "outcome",
-                     outcome(k), "detail", ev->detail))
+                     outcome(k), "detail", ev->detail, "schedule",
+                     ev->schedule))
         return NULL;
     /* cJSON prints a 16-digit number in exponent form when that reads back
      * the same (1.79554459164534e+15): write the digits */
@@ -146,6 +167,8 @@ static char *line(const pl_event *ev)
     if (ok && has_elapsed(k))
         ok = cJSON_AddNumberToObject(o, "elapsed_ns", (double)ev->elapsed_ns) !=
              NULL;
+    if (ok && k == PL_EVENT_VERSION)
+        ok = cJSON_AddNumberToObject(o, "version", ev->version) != NULL;
     if (ok && (ev->tokens_in || ev->tokens_out)) {
         cJSON *tok = NULL;
         ok = !pl_json_pack(&tok, "{s:f, s:f}", "input", (double)ev->tokens_in,
@@ -154,7 +177,8 @@ static char *line(const pl_event *ev)
         if (!ok)
             cJSON_Delete(tok);
     }
-    char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
+    /* UTF-8 whatever bytes a detail or a name holds: JSON text is */
+    char *text = ok ? pl__json_print_utf8(o) : NULL;
     cJSON_Delete(o);
     return text;
 }

@@ -24,21 +24,32 @@
  *
  *   ts_us       when it was written, Unix microseconds (always)
  *   trace_id    the run id (always: "" for a worker's events of no run,
- *               store_lost, store_back and schedule_failed)
+ *               store_lost, store_back and a schedule_failed that names
+ *               no run)
  *   event       pl_event_kind_name(), e.g. "call_completed" (always)
  *   path        the invocation path ("0" is the root)
  *   seq         step events: the step; call events: the action_call's
- *               position; commit: how many steps became durable
+ *               position; commit: how many steps became durable;
+ *               run_suspended: the step that parked the run; version:
+ *               its marker, when recorded
  *   policy      call events: the callee; step events: the actor; run
  *               events: the root policy
- *   step_type   step events: "action_call", ...
+ *   step_type   step events: "action_call", ...; run_suspended:
+ *               "suspend" (for a human) or "wait" (a sleep, an event);
+ *               version: "side_effect" when its marker is recorded
  *   outcome     call and run ends: "served", "completed", "failed",
- *               "suspended"
+ *               "suspended"; run_stopped: "stopped"
  *   status      a failure's pl_status name, e.g. "PL_EPOLICY"
  *   detail      an error code or reason
  *   elapsed_ns  call and run ends, commits
  *   tokens      a call's end that carries a model's tokens
  *               (pl_event.tokens_in / tokens_out): {"input", "output"}
+ *   version     version: the version the run takes (pl_event.version)
+ *   schedule    schedule_failed: the schedule (pl_event.schedule)
+ *
+ * Every line is UTF-8, as JSON text is: a byte of a detail or a name that
+ * is not part of well-formed UTF-8 is written as U+FFFD (as the export
+ * writes it).
  *
  * Install it as the engine's event callback:
  *
@@ -117,7 +128,10 @@ int pl_trace_close(pl_trace *trace);
  * next execution on this exporter, "interrupted", status ERROR.
  * An executed call whose end event carries a model's tokens (an LLM
  * policy's result: pl_event.tokens_in / tokens_out) adds
- * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.
+ * gen_ai.usage.input_tokens and gen_ai.usage.output_tokens.  A request is
+ * UTF-8 whatever bytes a detail holds (each byte that is not part of
+ * well-formed UTF-8 as U+FFFD): a receiver refuses one that is not, and
+ * every span in it.
  *
  * Attach it like pl_trace (the event callback, with the exporter as user):
  *

@@ -207,8 +207,15 @@ PL__HIDDEN bool pl__llm_stream_done(const pl__llm_stream *s);
 /* @p s (taken over) with every @p key in it, whatever its length,
  * replaced by "[redacted]"; NULL when out of memory. */
 PL__HIDDEN char *pl__llm_redact(char *s, const char *key);
+/* Back @p n off the UTF-8 continuation bytes of @p s (which holds more
+ * than @p n bytes): where a cut at @p n falls between characters. */
+PL__HIDDEN size_t pl__llm_char_start(const char *s, size_t n);
+/* How many bytes of @p s a message quotes of it, "%.*s", to quote at most
+ * @p max: all of it, or a cut between characters. */
+PL__HIDDEN int pl__llm_cut(const char *s, size_t max);
 /* What a server sent, @p n bytes at @p p, for a message: @p key redacted,
- * then cut to @p max bytes, control characters as spaces.  Caller frees;
+ * then cut to @p max bytes (between characters), control characters as
+ * spaces.  Caller frees;
  * NULL when out of memory. */
 PL__HIDDEN char *pl__llm_quote(const char *p, size_t n, size_t max,
                                const char *key);

@@ -82,14 +82,6 @@ static int add_call(pl__llm_conv *cv, const pl_step *s)
 /* The most bytes of one tool result sent, by default. */
 #define DEFAULT_TOOL_RESULT 512000
 
-/* Back @p n off a UTF-8 continuation byte of @p s. */
-static size_t char_start(const char *s, size_t n)
-{
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return n;
-}
-
 /*
  * What the model is sent for the tool's result step @p s: its observation
  * when it has one (pl_decorator_observe()), else the result, as compact
@@ -116,7 +108,7 @@ static char *tool_content(const pl_step *s, size_t cap)
              "sent is %zu; the ledger keeps it whole",
              len, cap);
     char *out = NULL;
-    for (size_t keep = char_start(text, cap);;) {
+    for (size_t keep = pl__llm_char_start(text, cap);;) {
         char saved = text[keep];
         text[keep] = '\0';
         cJSON *c = NULL;
@@ -136,7 +128,8 @@ static char *tool_content(const pl_step *s, size_t cap)
         size_t olen = out ? strlen(out) : 0;
         if (!out || olen <= cap || keep == 0)
             break;
-        keep = char_start(text, olen - cap < keep ? keep - (olen - cap) : 0);
+        keep = pl__llm_char_start(text,
+                                  olen - cap < keep ? keep - (olen - cap) : 0);
     }
     free(text);
     return out;

@@ -296,8 +296,8 @@ static char *quote(const cJSON *v)
 {
     char *t = cJSON_IsString(v) ? pl__strdup(v->valuestring)
                                 : cJSON_PrintUnformatted(v);
-    if (t && strlen(t) > 200)
-        memcpy(t + 196, "...", 4);
+    if (t && strlen(t) > 200) /* no character cut in two */
+        memcpy(t + pl__llm_char_start(t, 196), "...", 4);
     for (char *p = t; p && *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
@@ -326,8 +326,8 @@ static char *check_schema(const pl__llm *m, const char *text)
     cJSON *v = NULL;
     if (pl_json_parse(&v, text, strlen(text)))
         return pl__asprintf("the answer is not JSON, as the output schema "
-                            "requires (%s): '%.120s'",
-                            pl_errmsg(), text);
+                            "requires (%s): '%.*s'",
+                            pl_errmsg(), pl__llm_cut(text, 120), text);
     char *why = mismatch(m->output_check, v, "the answer");
     cJSON_Delete(v);
     return why;
@@ -341,8 +341,8 @@ static char *check_args(const pl__llm_tool *t, const char *name,
     if (!t || !t->check || strcmp(t->name, PL__LLM_SUBMIT) == 0)
         return NULL;
     char what[160];
-    snprintf(what, sizeof what, "tool call %d ('%.100s'): its arguments", i,
-             name);
+    snprintf(what, sizeof what, "tool call %d ('%.*s'): its arguments", i,
+             pl__llm_cut(name, 100), name);
     return mismatch(t->check, args, what);
 }
 
@@ -362,10 +362,11 @@ static char *too_deep(const cJSON *args, const char *name, int i)
     int d = depth_of(args);
     if (d <= ARGS_DEPTH_MAX)
         return NULL;
-    return pl__asprintf("tool call %d ('%.100s') has arguments nested %d "
+    return pl__asprintf("tool call %d ('%.*s') has arguments nested %d "
                         "levels deep, past the nesting limit: a tool call's "
                         "arguments nest at most %d levels (a payload %d)",
-                        i, name, d, ARGS_DEPTH_MAX, PL_MAX_JSON_DEPTH);
+                        i, pl__llm_cut(name, 100), name, d, ARGS_DEPTH_MAX,
+                        PL_MAX_JSON_DEPTH);
 }
 
 int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
@@ -398,12 +399,12 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
         else if (!name)
             *why = pl__asprintf("tool call %d has no tool name", i);
         else if (!t)
-            *why = pl__asprintf("tool call %d names the tool '%.100s', which "
+            *why = pl__asprintf("tool call %d names the tool '%.*s', which "
                                 "is not among the tools offered",
-                                i, name);
+                                i, pl__llm_cut(name, 100), name);
         else if (!args)
-            *why = pl__asprintf("tool call %d ('%.100s') has no arguments", i,
-                                name);
+            *why = pl__asprintf("tool call %d ('%.*s') has no arguments", i,
+                                pl__llm_cut(name, 100), name);
         else if (cJSON_IsString(args)) {
             /* JSON text: a string in it holding \u0000 is refused, as
              * cJSON would cut it */
@@ -413,23 +414,25 @@ int pl__llm_answer_steps(pl_steps *out, char **why, const pl__llm *m,
             if (pst == PL_ENOMEM)
                 return PL_ENOMEM;
             if (pst)
-                *why = pl__asprintf("tool call %d ('%.100s') has arguments "
+                *why = pl__asprintf("tool call %d ('%.*s') has arguments "
                                     "that are refused: %s: '%s'",
-                                    i, name, pl_errmsg(),
-                                    (q = quote(args)) ? q : "?");
+                                    i, pl__llm_cut(name, 100), name,
+                                    pl_errmsg(), (q = quote(args)) ? q : "?");
             else if (!cJSON_IsObject(parsed))
-                *why = pl__asprintf("tool call %d ('%.100s') has arguments "
+                *why = pl__asprintf("tool call %d ('%.*s') has arguments "
                                     "that are not a JSON object: '%s'",
-                                    i, name, (q = quote(args)) ? q : "?");
+                                    i, pl__llm_cut(name, 100), name,
+                                    (q = quote(args)) ? q : "?");
             else
                 *why = too_deep(parsed, name, i);
             if (!*why)
                 *why = check_args(t, name, parsed, i);
             cJSON_Delete(parsed);
         } else if (!cJSON_IsObject(args))
-            *why = pl__asprintf("tool call %d ('%.100s') has arguments that "
+            *why = pl__asprintf("tool call %d ('%.*s') has arguments that "
                                 "are not a JSON object: '%s'",
-                                i, name, (q = quote(args)) ? q : "?");
+                                i, pl__llm_cut(name, 100), name,
+                                (q = quote(args)) ? q : "?");
         else if (!(*why = too_deep(args, name, i)))
             *why = check_args(t, name, args, i);
         free(q);

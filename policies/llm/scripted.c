@@ -141,7 +141,9 @@ static bool pace(long delay_ms, int64_t deadline_ms)
 }
 
 /* A streamed scripted answer: the text word by word, each call's
- * arguments in pieces of 8 bytes, @p delay_ms before each piece.  False
+ * arguments in pieces of 8 bytes or a little less (cut between
+ * characters, as a provider's deltas are: each piece is UTF-8 on its
+ * own), @p delay_ms before each piece.  False
  * when the call's deadline came before its last piece. */
 static bool scripted_stream(pl__llm_deltas *d, const cJSON *answer,
                             long delay_ms, int64_t deadline_ms)
@@ -164,7 +166,9 @@ static bool scripted_stream(pl__llm_deltas *d, const cJSON *answer,
         char *printed = NULL;
         const char *p = pl__llm_args_text(c, &printed);
         for (size_t left = strlen(p); left;) {
-            size_t n = left < 8 ? left : 8;
+            size_t n = left <= 8 ? left : pl__llm_char_start(p, 8);
+            if (!n) /* no character starts in them: not UTF-8 */
+                n = 8;
             if (!pace(delay_ms, deadline_ms)) {
                 free(printed);
                 return false;

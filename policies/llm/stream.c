@@ -6,11 +6,14 @@
  * parsed as that response is (response.c), so the answer recorded is the
  * same either way.
  *
- * Bounded: every byte counts against the cap (max_response_bytes), so the
- * buffers (a line, an event's data, the text, the arguments) stay within
- * it; a line that is not the protocol's fails at once.  An event whose
- * data is cut by the end of the stream is dropped, as the SSE rules say,
- * and the stream is then one that ended before its end: retried.
+ * Bounded: every byte up to the final event counts against the cap
+ * (max_response_bytes), so the buffers (a line, an event's data, the
+ * text, the arguments) stay within it; what comes past the final event is
+ * neither read nor counted.  A line that is not the protocol's fails at
+ * once.  An event whose data is cut by the end of the stream is dropped,
+ * as the SSE rules say, and the stream is then one that ended before its
+ * end: retried.  An NDJSON stream's last line may come without its
+ * newline: read when it is whole JSON, else dropped as the SSE event is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,7 @@ struct pl__llm_stream {
     call calls[MAX_CALLS];
     size_t n_calls;
     int blocks[MAX_BLOCKS]; /* Anthropic: block -> call + 1, 0 none */
+    int route[MAX_CALLS];   /* OpenAI: index -> call + 1, 0 the index's */
     cJSON *usage;           /* the usage the provider sent, merged */
     bool done;
     int fail; /* 0, STREAM_BAD or STREAM_ERROR */
@@ -103,6 +107,19 @@ char *pl__llm_redact(char *s, const char *key)
     return redact(s, key, SIZE_MAX);
 }
 
+size_t pl__llm_char_start(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
+int pl__llm_cut(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    return (int)(n <= max ? n : pl__llm_char_start(s, max));
+}
+
 char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
 {
     char *t = malloc(n + 1);
@@ -113,7 +130,7 @@ char *pl__llm_quote(const char *p, size_t n, size_t max, const char *key)
     t[n] = '\0';
     /* the key out first: a cut made before would leave its start */
     if ((t = redact(t, key, max)) && strlen(t) > max)
-        t[max] = '\0';
+        t[pl__llm_char_start(t, max)] = '\0'; /* no character cut in two */
     for (char *q = t; q && *q; q++)
         if ((unsigned char)*q < 0x20)
             *q = ' ';
@@ -368,11 +385,21 @@ static int openai_event(pl__llm_stream *s, const cJSON *v)
     cJSON_ArrayForEach(tc, get(delta, "tool_calls"))
     {
         const cJSON *idx = get(tc, "index"), *fn = get(tc, "function");
-        call *c = call_at(s, cJSON_IsNumber(idx) ? idx->valuedouble
-                                                 : (double)s->n_calls);
+        const cJSON *id = get(tc, "id");
+        double at = cJSON_IsNumber(idx) ? idx->valuedouble : (double)s->n_calls;
+        int to = at >= 0 && at < MAX_CALLS ? s->route[(size_t)at] : 0;
+        call *c = call_at(s, to ? to - 1 : at);
+        /* a call's id comes in its first piece: another id (not empty)
+         * where a call is begins another call (servers that number every
+         * call 0), and the index's next pieces are that call's */
+        if (c && c->id && cJSON_IsString(id) && *id->valuestring &&
+            strcmp(c->id, id->valuestring)) {
+            c = call_at(s, (double)s->n_calls);
+            if (c)
+                s->route[(size_t)at] = (int)(c - s->calls) + 1;
+        }
         const cJSON *a = get(fn, "arguments");
-        if (!c || set_id(s, c, get(tc, "id")) ||
-            add_name(s, c, get(fn, "name")) ||
+        if (!c || set_id(s, c, id) || add_name(s, c, get(fn, "name")) ||
             add_args(s, c, cJSON_IsString(a) ? a->valuestring : NULL))
             return -1;
     }
@@ -591,14 +618,16 @@ int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n)
 {
     if (s->fail)
         return -1;
-    if (n > s->cap - s->total)
-        return fail(s, PL__LLM_STREAM_BAD,
-                    pl__asprintf("the model's stream is larger than "
-                                 "max_response_bytes (%zu bytes)",
-                                 s->cap));
+    if (s->done)
+        return 0; /* past the final event: neither read nor counted */
+    /* the bytes within the cap are read first: a final event among them
+     * ends the stream, and what follows it is not counted */
+    size_t room = s->cap - s->total, all = n;
+    if (n > room)
+        n = room;
     s->total += n;
     size_t from = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !s->done; i++) {
         if (p[i] != '\n' && p[i] != '\r') {
             s->cr = false;
             continue;
@@ -622,6 +651,13 @@ int pl__llm_stream_feed(pl__llm_stream *s, const char *p, size_t n)
             return -1;
         from = i + 1;
     }
+    if (s->done)
+        return 0;
+    if (all > n)
+        return fail(s, PL__LLM_STREAM_BAD,
+                    pl__asprintf("the model's stream is larger than "
+                                 "max_response_bytes (%zu bytes)",
+                                 s->cap));
     if (from < n && pl__buf_append(&s->line, p + from, n - from))
         return oom(s);
     return 0;
@@ -730,10 +766,26 @@ static cJSON *whole_response(pl__llm_stream *s)
     return resp;
 }
 
+/* NDJSON's last line may end the body without its newline: read it,
+ * when it is whole (JSON).  One that is not is a line the end of the
+ * stream cut: dropped, and the stream one that ended before its end. */
+static void last_line(pl__llm_stream *s)
+{
+    cJSON *v = NULL;
+    if (s->done || s->fail || !s->line.len ||
+        s->m->url.provider != PL__LLM_OLLAMA ||
+        pl_json_parse(&v, (const char *)s->line.data, s->line.len))
+        return;
+    cJSON_Delete(v);
+    line(s, (const char *)s->line.data, s->line.len);
+    pl__buf_reset(&s->line);
+}
+
 int pl__llm_stream_end(pl__llm_stream *s, cJSON **answer, long *in_tokens,
                        long *out_tokens)
 {
     *answer = NULL;
+    last_line(s);
     if (s->fail)
         return -1;
     if (!s->done)
