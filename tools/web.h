@@ -41,6 +41,8 @@
 #define WEB_STALL_S 30             /* an answer whose client takes none of it */
 #define WEB_STALL_MAX 3600         /* --stall-timeout at most */
 #define WEB_ARGS_MAX 100           /* query parameters a request may have */
+#define WEB_TOKEN_MIN 16           /* bytes a token must have */
+#define WEB_TOKEN_MAX 512          /* and may have: its cookie whole */
 #define WEB_TARGET_MAX (64 << 10)  /* a request line's target (path, query) */
 #define WEB_HEAD_MAX (64 << 10)    /* its line and header lines, bytes */
 #define WEB_HEAD_LINES 100         /* header lines */

@@ -291,9 +291,13 @@ static void login(web *w, const web_req *r, web_reply *out)
         error_reply(out, 403, "bad_token", "wrong or missing token");
         return;
     }
+#define COOKIE_ATTRS "; Path=/; HttpOnly; SameSite=Strict"
     char cookie[sizeof out->headers[0].value];
-    snprintf(cookie, sizeof cookie,
-             COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", w->token);
+    /* web_main.c takes no longer token: the header is never cut */
+    _Static_assert(sizeof COOKIE "=" + WEB_TOKEN_MAX + sizeof COOKIE_ATTRS <=
+                       sizeof cookie,
+                   "a token's cookie fits its header");
+    snprintf(cookie, sizeof cookie, COOKIE "=%s" COOKIE_ATTRS, w->token);
     out->status = 303;
     out->api = true;
     add_header(out, "Set-Cookie", cookie);

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""ledger-web's promises in docs/tools.md that web_test.py does not reach,
+against the real server on loopback.
+
+    web_promises.py BUILD_DIR
+
+Each case makes its own LMDB store in a temporary directory, starts the
+real ledger-web on it, and checks one promise of "## ledger-web" (its
+Safety part and the JSON API).  Exits non-zero at the first failure.
+"""
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import web_test
+from web_test import Server, check, run
+
+BUILD = web_test.BUILD
+WEB = web_test.WEB
+GEN = os.path.join(BUILD, "tests", "web_gen")
+
+
+def env_without_token():
+    env = dict(os.environ)
+    env.pop("PL_WEB_TOKEN", None)
+    return env
+
+
+def events(s):
+    """An open event stream of @s: (connection, response), past its
+    hello."""
+    c = http.client.HTTPConnection(s.host, s.port, timeout=60)
+    c.request("GET", "/api/events")
+    r = c.getresponse()
+    check(r.status == 200, "the event stream opens: %d" % r.status)
+    while r.readline().strip() != b"event: hello":
+        pass
+    return c, r
+
+
+def next_event(r, want, deadline, what):
+    """The data of the first event of @r for which want(type, data) holds,
+    waiting until @deadline (a guard against a stream that never says it,
+    not a time the server must keep)."""
+    kind = None
+    while time.time() < deadline:
+        line = r.readline().decode().rstrip("\n")
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+            if want(kind, data):
+                return data
+    check(False, "the event stream says %s" % what)
+
+
+def refused(args, env, what):
+    """ledger-web @args must exit 1 before it serves, saying why: its
+    stderr.  One that serves instead is stopped, and fails the case."""
+    err = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen([WEB, *args], env=env, stdout=subprocess.PIPE,
+                         stderr=err, text=True)
+    out = p.stdout.readline()  # its URL once it serves; "" when it exits
+    if out:
+        p.terminate()
+    p.wait(timeout=60)
+    err.seek(0)
+    check(p.returncode == 1 and out == "",
+          "%s: exit 1 before serving (%s, %r)" % (what, p.returncode, out))
+    err = err.read()
+    return err
+
+
+def test_token_bounds(tmp):
+    """A token is 16..512 bytes: one longer is refused at start, so the
+    login's cookie always holds the whole token and its HttpOnly and
+    SameSite=Strict (a 630-byte token lost both, cut to fit the header)."""
+    store = os.path.join(tmp, "store.mdb")
+    run(GEN, store, "3")
+    tf = os.path.join(tmp, "token")
+    for n in (513, 630, 4000):
+        with open(tf, "w") as f:
+            f.write("t" * n + "\n")
+        err = refused([store, "--listen", "127.0.0.1:0", "--token-file",
+                       tf], env_without_token(), "a %d-byte token file" % n)
+        check("too long" in err, "it says the token is too long: %r" % err)
+        env = dict(env_without_token(), PL_WEB_TOKEN="t" * n)
+        err = refused([store, "--listen", "127.0.0.1:0"], env,
+                      "a %d-byte PL_WEB_TOKEN" % n)
+        check("too long" in err, "it says the token is too long: %r" % err)
+    token = "T" * 512
+    with open(tf, "w") as f:
+        f.write(token + "\n")
+    s = Server(store, "--read-only", "--token-file", tf,
+               env=env_without_token())
+    try:
+        st, _, h = s.get("/login?token=" + token, raw=True)
+        cookie = h.get("set-cookie", "")
+        check(st == 303 and cookie.startswith("pl_web=%s;" % token) and
+              "HttpOnly" in cookie and
+              cookie.rstrip().endswith("SameSite=Strict"),
+              "a 512-byte token's cookie is whole: %d %r" % (st, cookie))
+        st, doc, _ = s.get("/api/session",
+                           headers={"Cookie": cookie.split(";")[0]})
+        check(st == 200 and doc["token_required"] is True,
+              "the cookie of a 512-byte token is taken: %d" % st)
+    finally:
+        s.stop()
+
+
+CASES = [test_token_bounds]
+
+
+def main():
+    only = sys.argv[2:]
+    for case in CASES:
+        if only and case.__name__ not in only:
+            continue
+        tmp = tempfile.mkdtemp(prefix="pl-webp-")
+        try:
+            case(tmp)
+            print("%s: ok" % case.__name__, flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("web_promises: ok")
+
+
+if __name__ == "__main__":
+    main()
