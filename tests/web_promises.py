@@ -113,7 +113,43 @@ def test_token_bounds(tmp):
         s.stop()
 
 
-CASES = [test_token_bounds]
+def test_newest_runs_watched(tmp):
+    """The poller watches the newest 1,000 unfinished runs: a run made
+    while the server serves, over 1,000 older unfinished runs, is watched,
+    and its end announced as a "run" event of change "status" (it was
+    not: the watched set, full of the older runs, took no new one)."""
+    store = os.path.join(tmp, "store.mdb")
+    run(GEN, store, "--queued", "1000")
+    s = Server(store, env=env_without_token())
+    try:
+        st, doc, _ = s.get("/api/session")
+        s.csrf = doc["csrf"]
+        deadline = time.time() + 120
+        while time.time() < deadline:  # the counts watch the 1,000 first
+            st, doc, _ = s.get("/api/runs?limit=1")
+            if doc["counts_complete"]:
+                break
+            time.sleep(0.2)
+        check(doc["counts"]["submitted"] == 1000,
+              "1,000 runs queued: %s" % doc["counts"])
+        c, r = events(s)
+        run(GEN, store, "--queued", "1")
+        new = next_event(r, lambda k, d: k == "run" and d["change"] == "new",
+                         time.time() + 60, "the new run")["id"]
+        st, doc, _ = s.get("/api/runs?limit=1")
+        check(doc["runs"][0]["id"] == new, "%s is the newest run" % new)
+        st, doc, _ = s.post("/api/runs/%s/cancel" % new)
+        check(st == 200 and doc["now"] == "cancelled" and doc["ended"],
+              "the new run is cancelled: %d %s" % (st, doc))
+        next_event(r, lambda k, d: k == "run" and d.get("id") == new and
+                   d["change"] == "status" and d["status"] == "cancelled",
+                   time.time() + 60, "the new run cancelled")
+        c.close()
+    finally:
+        s.stop()
+
+
+CASES = [test_token_bounds, test_newest_runs_watched]
 
 
 def main():

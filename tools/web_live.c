@@ -14,7 +14,7 @@
  * CHANGES.  The poller reads the store's change mark (pl_engine_change_mark:
  * one cheap read) every WEB_POLL_MS; when it moved, it lists the runs
  * created since the newest it knows and re-reads the unfinished runs it
- * watches (at most WEB_WATCH_MAX), and publishes an event for each new or
+ * watches (the newest WEB_WATCH_MAX), and publishes an event for each new or
  * changed run, then one "change" event.  It re-reads the watched runs every
  * few seconds even when nothing was written, since a run's owner can die
  * without writing.  Events wait in a ring of WEB_EVENTS for the
@@ -120,6 +120,34 @@ static void watch_free(web_watch *v, size_t n)
     free(v);
 }
 
+/*
+ * Watch the unfinished run @p e (its id moved to the watched set, else
+ * left to the caller to free), so that the set holds the newest
+ * WEB_WATCH_MAX unfinished runs: a run watched already keeps what was last
+ * announced of it; with no room, the newest run takes the place of the
+ * oldest watched (the least id: the list's order, creation order for the
+ * engine's ids), which is no longer watched.  Under w->mu.
+ */
+static void watch_add(web *w, web_watch *e)
+{
+    size_t oldest = 0;
+    for (size_t i = 0; i < w->n_watch; i++) {
+        if (!strcmp(w->watch[i].id, e->id))
+            return;
+        if (strcmp(w->watch[i].id, w->watch[oldest].id) < 0)
+            oldest = i;
+    }
+    if (w->n_watch < WEB_WATCH_MAX) {
+        w->watch[w->n_watch++] = *e;
+    } else if (strcmp(e->id, w->watch[oldest].id) > 0) {
+        free(w->watch[oldest].id);
+        w->watch[oldest] = *e;
+    } else {
+        return;
+    }
+    e->id = NULL; /* moved */
+}
+
 static void count_once(web *w)
 {
     count c = {.w = w};
@@ -139,21 +167,13 @@ static void count_once(web *w)
         w->counts_as_of_us = t0;
         memcpy(w->oldest, c.oldest, sizeof c.oldest);
         w->n_oldest = c.n_oldest;
-        /* the watched set gains the unfinished runs this count found (the
-         * newest first) while there is room; a run watched already keeps
-         * what was last announced of it, so that a change this count saw
-         * first is still announced by the poller */
-        for (size_t k = 0; k < c.n_watch && w->n_watch < WEB_WATCH_MAX; k++) {
-            web_watch
-                *e = &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX];
-            bool known = false;
-            for (size_t i = 0; !known && i < w->n_watch; i++)
-                known = !strcmp(w->watch[i].id, e->id);
-            if (!known) {
-                w->watch[w->n_watch++] = *e;
-                e->id = NULL; /* moved */
-            }
-        }
+        /* the watched set gains the unfinished runs this count found, the
+         * newest first: a run watched already keeps what was last
+         * announced of it, so that a change this count saw first is still
+         * announced by the poller */
+        for (size_t k = 0; k < c.n_watch; k++)
+            watch_add(
+                w, &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX]);
     }
     w->counts_scan_us = t1 - t0;
     pthread_mutex_unlock(&w->mu);
@@ -334,11 +354,12 @@ static int fresh_visit(const pl_run_info *ri, void *user)
     pthread_mutex_lock(&w->mu);
     snprintf(w->newest, sizeof w->newest, "%s", ri->id);
     publish(w, "run", run_event(ri, "new"));
-    if (!run_ended(ri) && w->n_watch < WEB_WATCH_MAX) {
-        char *id = cli_strdup(ri->id);
-        if (id)
-            w->watch[w->n_watch++] = (web_watch){
-                id, (int)ri->status, crashed(ri), ri->steps, ri->updated_us};
+    if (!run_ended(ri)) {
+        web_watch e = {cli_strdup(ri->id), (int)ri->status, crashed(ri),
+                       ri->steps, ri->updated_us};
+        if (e.id)
+            watch_add(w, &e);
+        free(e.id); /* not taken: older than every run watched */
     }
     pthread_mutex_unlock(&w->mu);
     return 0;
