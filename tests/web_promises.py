@@ -149,7 +149,44 @@ def test_newest_runs_watched(tmp):
         s.stop()
 
 
-CASES = [test_token_bounds, test_newest_runs_watched]
+def test_events_escape_markup(tmp):
+    """An event's data is JSON with '<', '>' and '&' escaped, as every
+    answer of the API is ("Every string from the store is data"): a run
+    whose root policy's name is markup was announced with it raw."""
+    store = os.path.join(tmp, "store.mdb")
+    run(os.path.join(BUILD, "tests", "web", "web_fixture"), store, "hostile",
+        os.path.join(tmp, "script.json"))
+    s = Server(store, env=env_without_token())
+    try:
+        st, doc, _ = s.get("/api/session")
+        s.csrf = doc["csrf"]
+        st, doc, _ = s.get("/api/runs/hostile-policy")
+        policy = doc["run"]["root_policy"]
+        check(st == 200 and "<img" in policy, "a policy of markup: %s" %
+              policy)
+        c, r = events(s)
+        # a new run of that policy (its id last, as the poller looks for
+        # new ones), which this server cannot continue: forked, not run
+        st, doc, _ = s.post("/api/runs/hostile-policy/fork",
+                            body={"at": "0:0", "new_id": "zz-fork"})
+        check(st == 404 and doc["new_run"] == "zz-fork",
+              "forked, not run here: %d %s" % (st, doc))
+        deadline = time.time() + 60
+        line = b""
+        while b'"zz-fork"' not in line and time.time() < deadline:
+            line = r.readline()
+        check(line.startswith(b"data: ") and b"<" not in line and
+              b">" not in line and b"&" not in line,
+              "the event is announced with no markup in it: %r" % line)
+        check(json.loads(line[6:])["root_policy"] == policy,
+              "and reads back as the policy's name")
+        c.close()
+    finally:
+        s.stop()
+
+
+CASES = [test_token_bounds, test_newest_runs_watched,
+         test_events_escape_markup]
 
 
 def main():

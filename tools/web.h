@@ -197,6 +197,11 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* JSON text @p text with every '<', '>' and '&' as a \u escape: they occur
+ * in JSON only inside strings, where the escape means the same, and so no
+ * answer or event holds markup, whatever reads it.  Takes @p text; NULL
+ * on OOM. */
+char *web_json_inert(char *text);
 /* The HTTP status of a failing engine call: 404 for PL_ENOTFOUND; 409 for
  * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED; 400 for
  * PL_EINVAL, PL_ETOKEN, PL_EJSON, PL_ELIMIT (the request's fault); 500

@@ -237,8 +237,11 @@ bool web_counts_json(web *w, cJSON *into)
 /* Publish one event (under w->mu). */
 static void publish(web *w, const char *type, cJSON *data)
 {
-    /* UTF-8, no control character raw, as every answer (cli_json_safe()) */
+    /* UTF-8, no control character raw and no markup, as every answer
+     * (cli_json_safe(), web_json_inert()) */
     char *text = data ? cli_json_safe(pl_json_print(data, false)) : NULL;
+    if (text)
+        text = web_json_inert(text);
     cJSON_Delete(data);
     if (!text)
         return;

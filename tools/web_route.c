@@ -92,12 +92,7 @@ static void add_header(web_reply *out, const char *name, const char *value)
     out->n_headers++;
 }
 
-/*
- * @p text with every '<', '>' and '&' as a \u escape: they occur in JSON
- * only inside strings, where the escape means the same, and so no answer
- * holds markup, whatever reads it.  Takes @p text; NULL on OOM.
- */
-static char *inert(char *text)
+char *web_json_inert(char *text)
 {
     size_t n = 0, len = strlen(text);
     for (size_t i = 0; i < len; i++)
@@ -132,7 +127,7 @@ static void json_reply(web_reply *out, int status, cJSON *doc)
     if (text)
         text = cli_json_safe(text);
     if (text)
-        text = inert(text);
+        text = web_json_inert(text);
     out->type = "application/json";
     out->api = true;
     if (!text) {
