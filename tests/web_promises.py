@@ -185,8 +185,39 @@ def test_events_escape_markup(tmp):
         s.stop()
 
 
+def test_runs_of_their_own_ids_announced(tmp):
+    """Every run made while the server serves is announced "new", also one
+    given an id of its own that sorts before the newest run's ("order-10"
+    after "order-9"), which the poller's listing from the newest id never
+    meets: such runs were never announced, nor watched."""
+    store = os.path.join(tmp, "store.mdb")
+    demo = [os.path.join(web_test.EX, "order-demo"), "--store", store,
+            "--effects", os.path.join(tmp, "effects"), "--quiet", "--order"]
+    run(*demo, "9")
+    s = Server(store, env=env_without_token())
+    try:
+        c, r = events(s)
+        run(*demo, "99")  # past the newest id: the poller's
+        run(*demo, "10")  # before it: the next count's
+        news = []
+        next_event(r, lambda k, d: k == "run" and d["change"] == "new" and
+                   news.append(d["id"]) is None and d["id"] == "order-10",
+                   time.time() + 60, "order-10 new")
+        # and once: a run the poller announced is not again by the count
+        # that announced order-10 (it read order-99 next), nor one after
+        run(*demo, "999")
+        next_event(r, lambda k, d: k == "run" and d["change"] == "new" and
+                   news.append(d["id"]) is None and d["id"] == "order-999",
+                   time.time() + 60, "order-999 new")
+        check(sorted(news) == ["order-10", "order-99", "order-999"],
+              "each new run announced once: %s" % news)
+        c.close()
+    finally:
+        s.stop()
+
+
 CASES = [test_token_bounds, test_newest_runs_watched,
-         test_events_escape_markup]
+         test_events_escape_markup, test_runs_of_their_own_ids_announced]
 
 
 def main():

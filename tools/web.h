@@ -80,6 +80,13 @@ typedef struct web_watch {
     int64_t updated_us;
 } web_watch;
 
+/* A run announced "new" lately: a count, which meets every run, announces
+ * the runs made since it last looked that the poller has not (web_live.c). */
+typedef struct web_announced {
+    char *id;
+    int64_t created_us;
+} web_announced;
+
 typedef struct web_event {
     uint64_t seq;
     char *text; /* "event: ...\ndata: ...\n\n" */
@@ -112,6 +119,9 @@ typedef struct web {
     char newest[PL_MAX_RUN_ID + 1];
     web_watch *watch;
     size_t n_watch;
+    web_announced *announced; /* by id; made since announce_since_us */
+    size_t n_announced, cap_announced;
+    int64_t announce_since_us;
     web_event events[WEB_EVENTS];
     uint64_t event_seq;
     uint64_t mark;

@@ -13,13 +13,16 @@
  *
  * CHANGES.  The poller reads the store's change mark (pl_engine_change_mark:
  * one cheap read) every WEB_POLL_MS; when it moved, it lists the runs
- * created since the newest it knows and re-reads the unfinished runs it
+ * whose ids follow the newest it knows and re-reads the unfinished runs it
  * watches (the newest WEB_WATCH_MAX), and publishes an event for each new or
  * changed run, then one "change" event.  It re-reads the watched runs every
  * few seconds even when nothing was written, since a run's owner can die
  * without writing.  Events wait in a ring of WEB_EVENTS for the
  * Server-Sent Events streams (at most WEB_SSE_MAX); a stream that fell
- * behind the ring gets a "reset" event and reloads.
+ * behind the ring gets a "reset" event and reloads.  A run given an id of
+ * its own that sorts before the newest is not in the poller's listing: the
+ * next count, which reads every record, announces each run made since
+ * the count before it (ANNOUNCE_MARGIN_US earlier) that was not announced.
  *
  * DAMAGED RUNS.  A run record that cannot be read (its checksum fails) is
  * passed over by every listing here (cli_runs_each()): the counts count it
@@ -37,6 +40,11 @@
 #define COUNT_MIN_US 5000000 /* counts are never re-read more often */
 #define RECHECK_POLLS 10     /* watched runs re-read every N polls anyway */
 #define NEW_MAX 100          /* new runs announced per poll */
+/* a count announces the runs made since the count before it began, less
+ * this: a run made just before is committed after that count read past */
+#define ANNOUNCE_MARGIN_US 5000000
+
+static void announce_new(web *w, const pl_run_info *ri);
 
 static bool stopping(web *w)
 {
@@ -50,6 +58,7 @@ static bool stopping(web *w)
 
 typedef struct count {
     web *w;
+    int64_t since_us; /* runs made since are announced, if not yet */
     uint64_t counts[WEB_STATUS_N], total;
     web_oldest oldest[WEB_OLDEST_MAX];
     size_t n_oldest;
@@ -62,6 +71,11 @@ typedef struct count {
 static int count_visit(const pl_run_info *ri, void *user)
 {
     count *c = user;
+    if (ri->created_us >= c->since_us) {
+        pthread_mutex_lock(&c->w->mu);
+        announce_new(c->w, ri);
+        pthread_mutex_unlock(&c->w->mu);
+    }
     if (crashed(ri))
         c->counts[WEB_CRASHED]++;
     else if ((unsigned)ri->status < WEB_STATUS_N)
@@ -153,6 +167,9 @@ static void count_once(web *w)
     count c = {.w = w};
     if (!(c.watch = calloc(WEB_WATCH_MAX, sizeof *c.watch)))
         return;
+    pthread_mutex_lock(&w->mu);
+    c.since_us = w->announce_since_us;
+    pthread_mutex_unlock(&w->mu);
     int64_t t0 = cli_now_us();
     int st = cli_runs_each(w->engine, NULL, count_visit, count_damaged, &c);
     int64_t t1 = cli_now_us();
@@ -174,6 +191,18 @@ static void count_once(web *w)
         for (size_t k = 0; k < c.n_watch; k++)
             watch_add(
                 w, &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX]);
+        /* the next count announces the runs made since this one began
+         * (less the margin): those announced before are forgotten */
+        if (t0 - ANNOUNCE_MARGIN_US > w->announce_since_us)
+            w->announce_since_us = t0 - ANNOUNCE_MARGIN_US;
+        size_t k = 0;
+        for (size_t i = 0; i < w->n_announced; i++) {
+            if (w->announced[i].created_us >= w->announce_since_us)
+                w->announced[k++] = w->announced[i];
+            else
+                free(w->announced[i].id);
+        }
+        w->n_announced = k;
     }
     w->counts_scan_us = t1 - t0;
     pthread_mutex_unlock(&w->mu);
@@ -287,6 +316,60 @@ static cJSON *damaged_event(const char *id, const char *msg, const char *what)
     return o;
 }
 
+/* Where run @p id is, or would be, in the announced runs (by id); *found
+ * says whether it is there.  Under w->mu. */
+static size_t announced_at(const web *w, const char *id, bool *found)
+{
+    size_t lo = 0, hi = w->n_announced;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(w->announced[mid].id, id);
+        if (!c) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+/* Announce run @p ri "new", once, and watch it if it is unfinished.
+ * Under w->mu. */
+static void announce_new(web *w, const pl_run_info *ri)
+{
+    bool found;
+    size_t at = announced_at(w, ri->id, &found);
+    if (found)
+        return;
+    if (w->n_announced == w->cap_announced) {
+        size_t cap = w->cap_announced ? 2 * w->cap_announced : 64;
+        web_announced *v = realloc(w->announced, cap * sizeof *v);
+        if (v) {
+            w->announced = v;
+            w->cap_announced = cap;
+        }
+    }
+    char *id = w->n_announced < w->cap_announced ? cli_strdup(ri->id) : NULL;
+    if (id) { /* else announced, maybe again by the next count */
+        memmove(&w->announced[at + 1], &w->announced[at],
+                (w->n_announced - at) * sizeof *w->announced);
+        w->announced[at] = (web_announced){id, ri->created_us};
+        w->n_announced++;
+    }
+    publish(w, "run", run_event(ri, "new"));
+    if (!run_ended(ri)) {
+        web_watch e = {cli_strdup(ri->id), (int)ri->status, crashed(ri),
+                       ri->steps, ri->updated_us};
+        if (e.id)
+            watch_add(w, &e);
+        free(e.id); /* not taken: older than every run watched */
+    }
+}
+
 bool web_sse_enter(web *w)
 {
     pthread_mutex_lock(&w->mu);
@@ -356,14 +439,7 @@ static int fresh_visit(const pl_run_info *ri, void *user)
         return 1;
     pthread_mutex_lock(&w->mu);
     snprintf(w->newest, sizeof w->newest, "%s", ri->id);
-    publish(w, "run", run_event(ri, "new"));
-    if (!run_ended(ri)) {
-        web_watch e = {cli_strdup(ri->id), (int)ri->status, crashed(ri),
-                       ri->steps, ri->updated_us};
-        if (e.id)
-            watch_add(w, &e);
-        free(e.id); /* not taken: older than every run watched */
-    }
+    announce_new(w, ri);
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
@@ -543,6 +619,7 @@ bool web_live_open(web *w)
         return false;
     }
     (void)pl_engine_change_mark(&w->mark, w->engine);
+    w->announce_since_us = cli_now_us(); /* the runs there now are known */
     return true;
 }
 
@@ -584,6 +661,11 @@ void web_live_stop(web *w)
     watch_free(w->watch, w->n_watch);
     w->watch = NULL;
     w->n_watch = 0;
+    for (size_t i = 0; i < w->n_announced; i++)
+        free(w->announced[i].id);
+    free(w->announced);
+    w->announced = NULL;
+    w->n_announced = w->cap_announced = 0;
     for (size_t i = 0; i < WEB_EVENTS; i++)
         free(w->events[i].text);
     pthread_cond_destroy(&w->changed);
