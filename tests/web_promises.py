@@ -216,8 +216,45 @@ def test_runs_of_their_own_ids_announced(tmp):
         s.stop()
 
 
+def test_newer_code_refusal_is_409(tmp):
+    """An action the engine refuses for a run newer code recorded
+    (PL_ENEWERCODE: left as it was for that code's workers, which
+    ledger-replay counts as refused, exit 1) is a refusal, 409, as the
+    API's table says one is: it was a 500, the server's own failure."""
+    store = os.path.join(tmp, "store.mdb")
+    plugins = os.path.join(BUILD, "tests", "plugins")
+    run(os.path.join(web_test.EX, "order-demo"), "--store", store,
+        "--effects", os.path.join(tmp, "effects"), "--quiet", "--order", "1")
+    # the order again from its start, by code whose version gate is at 2
+    run(os.path.join(BUILD, "tools", "ledger-replay"), store, "--plugin",
+        os.path.join(plugins, "order-plugin-v3-gated.so"), "--fork",
+        "order-1", "--at", "0:0", "--new-id", "order-v2")
+    s = Server(store, "--plugin",
+               os.path.join(plugins, "order-plugin-v2-gated.so"),
+               env=env_without_token())
+    try:
+        st, doc, _ = s.get("/api/session")
+        s.csrf = doc["csrf"]
+        st, doc, _ = s.get("/api/runs/order-v2")
+        check(st == 200 and doc["run"]["status"] == "completed",
+              "order-v2 completed by the newer code: %s" % doc["run"])
+        st, doc, _ = s.post("/api/runs/order-v2/check")
+        check(st == 200 and doc["check"] == "needs_newer_code",
+              "a check says it needs newer code: %d %s" % (st, doc))
+        st, doc, _ = s.post("/api/runs/order-v2/continue")
+        check(st == 409 and doc["status"] == "not_run" and
+              doc["error"] == "PL_ENEWERCODE" and doc["message"],
+              "continuing it is refused, 409: %d %s" % (st, doc))
+        st, doc, _ = s.get("/api/runs/order-v2")
+        check(doc["run"]["status"] == "completed",
+              "and left as it was: %s" % doc["run"]["status"])
+    finally:
+        s.stop()
+
+
 CASES = [test_token_bounds, test_newest_runs_watched,
-         test_events_escape_markup, test_runs_of_their_own_ids_announced]
+         test_events_escape_markup, test_runs_of_their_own_ids_announced,
+         test_newer_code_refusal_is_409]
 
 
 def main():

@@ -213,7 +213,8 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
  * on OOM. */
 char *web_json_inert(char *text);
 /* The HTTP status of a failing engine call: 404 for PL_ENOTFOUND; 409 for
- * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED; 400 for
+ * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED,
+ * PL_ENEWERCODE; 400 for
  * PL_EINVAL, PL_ETOKEN, PL_EJSON, PL_ELIMIT (the request's fault); 500
  * else. */
 int web_http_status(int st);

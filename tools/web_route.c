@@ -57,7 +57,9 @@ int web_http_status(int st)
     case PL_ESTATE:
     case PL_EEXIST: /* a new run's id taken */
     case PL_ESUSPENDED:
-    case PL_ECANCELLED: return 409;
+    case PL_ECANCELLED:
+    case PL_ENEWERCODE: /* left as it was for newer code: a refusal */
+        return 409;
     case PL_EINVAL:
     case PL_ETOKEN:
     case PL_EJSON:
