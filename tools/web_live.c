@@ -366,7 +366,7 @@ static void announce_new(web *w, const pl_run_info *ri)
                        ri->steps, ri->updated_us};
         if (e.id)
             watch_add(w, &e);
-        free(e.id); /* not taken: older than every run watched */
+        free(e.id); /* not taken: watched already, or older than all */
     }
 }
 
