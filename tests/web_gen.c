@@ -15,6 +15,8 @@
  *                              calls of noop, the 600th (steps 1800 to
  *                              1802) or the 690th (2070 to 2072) with the
  *                              word "deep-marker", which nothing else holds
+ *   web_gen STORE --queued N   N runs of "noop" submitted (UUIDv7 ids), left
+ *                              in the queue: unfinished, none executed
  *
  * Prints the number of runs it made.  Exit 0, or 1 with a message.
  */
@@ -129,10 +131,11 @@ int main(int argc, char **argv)
 {
     bool pair = argc == 4 &&
                 (!strcmp(argv[2], "--long") || !strcmp(argv[2], "--big"));
-    if (argc != 3 && !pair) {
+    bool queued = argc == 4 && !strcmp(argv[2], "--queued");
+    if (argc != 3 && !pair && !queued) {
         fprintf(stderr, "usage: web_gen STORE N | web_gen STORE --hostile | "
                         "web_gen STORE --long N | web_gen STORE --big MB | "
-                        "web_gen STORE --search\n");
+                        "web_gen STORE --search | web_gen STORE --queued N\n");
         return 1;
     }
     pl_registry *reg = NULL;
@@ -157,7 +160,22 @@ int main(int argc, char **argv)
         return 1;
     }
     long made = 0;
-    if (pair) {
+    if (queued) {
+        long n = strtol(argv[3], NULL, 10);
+        pl_action root = PL_ACTION_INIT;
+        root.policy = "noop";
+        for (; !st && made < n; made++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddNumberToObject(p, "i", (double)made);
+            root.payload = p;
+            char *id = NULL;
+            st = p ? pl_run_submit(&id, e, &root, NULL) : PL_ENOMEM;
+            free(id);
+            cJSON_Delete(p);
+            if (st)
+                fprintf(stderr, "web_gen: %s\n", pl_errmsg());
+        }
+    } else if (pair) {
         long v = strtol(argv[3], NULL, 10);
         bool big = !strcmp(argv[2], "--big");
         cJSON *p = cJSON_CreateObject();

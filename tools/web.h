@@ -41,6 +41,8 @@
 #define WEB_STALL_S 30             /* an answer whose client takes none of it */
 #define WEB_STALL_MAX 3600         /* --stall-timeout at most */
 #define WEB_ARGS_MAX 100           /* query parameters a request may have */
+#define WEB_TOKEN_MIN 16           /* bytes a token must have */
+#define WEB_TOKEN_MAX 512          /* and may have: its cookie whole */
 #define WEB_TARGET_MAX (64 << 10)  /* a request line's target (path, query) */
 #define WEB_HEAD_MAX (64 << 10)    /* its line and header lines, bytes */
 #define WEB_HEAD_LINES 100         /* header lines */
@@ -78,6 +80,13 @@ typedef struct web_watch {
     int64_t updated_us;
 } web_watch;
 
+/* A run announced "new" lately: a count, which meets every run, announces
+ * the runs made since it last looked that the poller has not (web_live.c). */
+typedef struct web_announced {
+    char *id;
+    int64_t created_us;
+} web_announced;
+
 typedef struct web_event {
     uint64_t seq;
     char *text; /* "event: ...\ndata: ...\n\n" */
@@ -110,6 +119,9 @@ typedef struct web {
     char newest[PL_MAX_RUN_ID + 1];
     web_watch *watch;
     size_t n_watch;
+    web_announced *announced; /* by id; made since announce_since_us */
+    size_t n_announced, cap_announced;
+    int64_t announce_since_us;
     web_event events[WEB_EVENTS];
     uint64_t event_seq;
     uint64_t mark;
@@ -195,8 +207,14 @@ int web_fail(cJSON **out, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* JSON text @p text with every '<', '>' and '&' as a \u escape: they occur
+ * in JSON only inside strings, where the escape means the same, and so no
+ * answer or event holds markup, whatever reads it.  Takes @p text; NULL
+ * on OOM. */
+char *web_json_inert(char *text);
 /* The HTTP status of a failing engine call: 404 for PL_ENOTFOUND; 409 for
- * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED; 400 for
+ * PL_EBUSY, PL_ESTATE, PL_EEXIST, PL_ESUSPENDED, PL_ECANCELLED,
+ * PL_ENEWERCODE; 400 for
  * PL_EINVAL, PL_ETOKEN, PL_EJSON, PL_ELIMIT (the request's fault); 500
  * else. */
 int web_http_status(int st);

@@ -13,13 +13,16 @@
  *
  * CHANGES.  The poller reads the store's change mark (pl_engine_change_mark:
  * one cheap read) every WEB_POLL_MS; when it moved, it lists the runs
- * created since the newest it knows and re-reads the unfinished runs it
- * watches (at most WEB_WATCH_MAX), and publishes an event for each new or
+ * whose ids follow the newest it knows and re-reads the unfinished runs it
+ * watches (the newest WEB_WATCH_MAX), and publishes an event for each new or
  * changed run, then one "change" event.  It re-reads the watched runs every
  * few seconds even when nothing was written, since a run's owner can die
  * without writing.  Events wait in a ring of WEB_EVENTS for the
  * Server-Sent Events streams (at most WEB_SSE_MAX); a stream that fell
- * behind the ring gets a "reset" event and reloads.
+ * behind the ring gets a "reset" event and reloads.  A run given an id of
+ * its own that sorts before the newest is not in the poller's listing: the
+ * next count, which reads every record, announces each run made since
+ * the count before it (ANNOUNCE_MARGIN_US earlier) that was not announced.
  *
  * DAMAGED RUNS.  A run record that cannot be read (its checksum fails) is
  * passed over by every listing here (cli_runs_each()): the counts count it
@@ -37,6 +40,11 @@
 #define COUNT_MIN_US 5000000 /* counts are never re-read more often */
 #define RECHECK_POLLS 10     /* watched runs re-read every N polls anyway */
 #define NEW_MAX 100          /* new runs announced per poll */
+/* a count announces the runs made since the count before it began, less
+ * this: a run made just before is committed after that count read past */
+#define ANNOUNCE_MARGIN_US 5000000
+
+static void announce_new(web *w, const pl_run_info *ri);
 
 static bool stopping(web *w)
 {
@@ -50,6 +58,7 @@ static bool stopping(web *w)
 
 typedef struct count {
     web *w;
+    int64_t since_us; /* runs made since are announced, if not yet */
     uint64_t counts[WEB_STATUS_N], total;
     web_oldest oldest[WEB_OLDEST_MAX];
     size_t n_oldest;
@@ -62,6 +71,11 @@ typedef struct count {
 static int count_visit(const pl_run_info *ri, void *user)
 {
     count *c = user;
+    if (ri->created_us >= c->since_us) {
+        pthread_mutex_lock(&c->w->mu);
+        announce_new(c->w, ri);
+        pthread_mutex_unlock(&c->w->mu);
+    }
     if (crashed(ri))
         c->counts[WEB_CRASHED]++;
     else if ((unsigned)ri->status < WEB_STATUS_N)
@@ -120,11 +134,42 @@ static void watch_free(web_watch *v, size_t n)
     free(v);
 }
 
+/*
+ * Watch the unfinished run @p e (its id moved to the watched set, else
+ * left to the caller to free), so that the set holds the newest
+ * WEB_WATCH_MAX unfinished runs: a run watched already keeps what was last
+ * announced of it; with no room, the newest run takes the place of the
+ * oldest watched (the least id: the list's order, creation order for the
+ * engine's ids), which is no longer watched.  Under w->mu.
+ */
+static void watch_add(web *w, web_watch *e)
+{
+    size_t oldest = 0;
+    for (size_t i = 0; i < w->n_watch; i++) {
+        if (!strcmp(w->watch[i].id, e->id))
+            return;
+        if (strcmp(w->watch[i].id, w->watch[oldest].id) < 0)
+            oldest = i;
+    }
+    if (w->n_watch < WEB_WATCH_MAX) {
+        w->watch[w->n_watch++] = *e;
+    } else if (strcmp(e->id, w->watch[oldest].id) > 0) {
+        free(w->watch[oldest].id);
+        w->watch[oldest] = *e;
+    } else {
+        return;
+    }
+    e->id = NULL; /* moved */
+}
+
 static void count_once(web *w)
 {
     count c = {.w = w};
     if (!(c.watch = calloc(WEB_WATCH_MAX, sizeof *c.watch)))
         return;
+    pthread_mutex_lock(&w->mu);
+    c.since_us = w->announce_since_us;
+    pthread_mutex_unlock(&w->mu);
     int64_t t0 = cli_now_us();
     int st = cli_runs_each(w->engine, NULL, count_visit, count_damaged, &c);
     int64_t t1 = cli_now_us();
@@ -139,21 +184,25 @@ static void count_once(web *w)
         w->counts_as_of_us = t0;
         memcpy(w->oldest, c.oldest, sizeof c.oldest);
         w->n_oldest = c.n_oldest;
-        /* the watched set gains the unfinished runs this count found (the
-         * newest first) while there is room; a run watched already keeps
-         * what was last announced of it, so that a change this count saw
-         * first is still announced by the poller */
-        for (size_t k = 0; k < c.n_watch && w->n_watch < WEB_WATCH_MAX; k++) {
-            web_watch
-                *e = &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX];
-            bool known = false;
-            for (size_t i = 0; !known && i < w->n_watch; i++)
-                known = !strcmp(w->watch[i].id, e->id);
-            if (!known) {
-                w->watch[w->n_watch++] = *e;
-                e->id = NULL; /* moved */
-            }
+        /* the watched set gains the unfinished runs this count found, the
+         * newest first: a run watched already keeps what was last
+         * announced of it, so that a change this count saw first is still
+         * announced by the poller */
+        for (size_t k = 0; k < c.n_watch; k++)
+            watch_add(
+                w, &c.watch[(c.next + WEB_WATCH_MAX - 1 - k) % WEB_WATCH_MAX]);
+        /* the next count announces the runs made since this one began
+         * (less the margin): those announced before are forgotten */
+        if (t0 - ANNOUNCE_MARGIN_US > w->announce_since_us)
+            w->announce_since_us = t0 - ANNOUNCE_MARGIN_US;
+        size_t k = 0;
+        for (size_t i = 0; i < w->n_announced; i++) {
+            if (w->announced[i].created_us >= w->announce_since_us)
+                w->announced[k++] = w->announced[i];
+            else
+                free(w->announced[i].id);
         }
+        w->n_announced = k;
     }
     w->counts_scan_us = t1 - t0;
     pthread_mutex_unlock(&w->mu);
@@ -217,8 +266,11 @@ bool web_counts_json(web *w, cJSON *into)
 /* Publish one event (under w->mu). */
 static void publish(web *w, const char *type, cJSON *data)
 {
-    /* UTF-8, no control character raw, as every answer (cli_json_safe()) */
+    /* UTF-8, no control character raw and no markup, as every answer
+     * (cli_json_safe(), web_json_inert()) */
     char *text = data ? cli_json_safe(pl_json_print(data, false)) : NULL;
+    if (text)
+        text = web_json_inert(text);
     cJSON_Delete(data);
     if (!text)
         return;
@@ -262,6 +314,60 @@ static cJSON *damaged_event(const char *id, const char *msg, const char *what)
         return NULL;
     }
     return o;
+}
+
+/* Where run @p id is, or would be, in the announced runs (by id); *found
+ * says whether it is there.  Under w->mu. */
+static size_t announced_at(const web *w, const char *id, bool *found)
+{
+    size_t lo = 0, hi = w->n_announced;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(w->announced[mid].id, id);
+        if (!c) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+/* Announce run @p ri "new", once, and watch it if it is unfinished.
+ * Under w->mu. */
+static void announce_new(web *w, const pl_run_info *ri)
+{
+    bool found;
+    size_t at = announced_at(w, ri->id, &found);
+    if (found)
+        return;
+    if (w->n_announced == w->cap_announced) {
+        size_t cap = w->cap_announced ? 2 * w->cap_announced : 64;
+        web_announced *v = realloc(w->announced, cap * sizeof *v);
+        if (v) {
+            w->announced = v;
+            w->cap_announced = cap;
+        }
+    }
+    char *id = w->n_announced < w->cap_announced ? cli_strdup(ri->id) : NULL;
+    if (id) { /* else announced, maybe again by the next count */
+        memmove(&w->announced[at + 1], &w->announced[at],
+                (w->n_announced - at) * sizeof *w->announced);
+        w->announced[at] = (web_announced){id, ri->created_us};
+        w->n_announced++;
+    }
+    publish(w, "run", run_event(ri, "new"));
+    if (!run_ended(ri)) {
+        web_watch e = {cli_strdup(ri->id), (int)ri->status, crashed(ri),
+                       ri->steps, ri->updated_us};
+        if (e.id)
+            watch_add(w, &e);
+        free(e.id); /* not taken: watched already, or older than all */
+    }
 }
 
 bool web_sse_enter(web *w)
@@ -333,13 +439,7 @@ static int fresh_visit(const pl_run_info *ri, void *user)
         return 1;
     pthread_mutex_lock(&w->mu);
     snprintf(w->newest, sizeof w->newest, "%s", ri->id);
-    publish(w, "run", run_event(ri, "new"));
-    if (!run_ended(ri) && w->n_watch < WEB_WATCH_MAX) {
-        char *id = cli_strdup(ri->id);
-        if (id)
-            w->watch[w->n_watch++] = (web_watch){
-                id, (int)ri->status, crashed(ri), ri->steps, ri->updated_us};
-    }
+    announce_new(w, ri);
     pthread_mutex_unlock(&w->mu);
     return 0;
 }
@@ -519,6 +619,7 @@ bool web_live_open(web *w)
         return false;
     }
     (void)pl_engine_change_mark(&w->mark, w->engine);
+    w->announce_since_us = cli_now_us(); /* the runs there now are known */
     return true;
 }
 
@@ -560,6 +661,11 @@ void web_live_stop(web *w)
     watch_free(w->watch, w->n_watch);
     w->watch = NULL;
     w->n_watch = 0;
+    for (size_t i = 0; i < w->n_announced; i++)
+        free(w->announced[i].id);
+    free(w->announced);
+    w->announced = NULL;
+    w->n_announced = w->cap_announced = 0;
     for (size_t i = 0; i < WEB_EVENTS; i++)
         free(w->events[i].text);
     pthread_cond_destroy(&w->changed);

@@ -26,9 +26,6 @@
 
 #include "web.h"
 
-#define TOKEN_MIN 16  /* bytes a token must have */
-#define TOKEN_MAX 512 /* bytes read from --token-file */
-
 static void usage(FILE *f)
 {
     fprintf(
@@ -52,8 +49,8 @@ static void usage(FILE *f)
         "                      loopback needs a token\n"
         "  --read-only         open the store read-only, as ledger-dump does:\n"
         "                      every action but verify is refused (403)\n"
-        "  --token-file FILE   the token every request must carry (at least\n"
-        "                      %d bytes; the first line of FILE); else the\n"
+        "  --token-file FILE   the token every request must carry (%d..%d\n"
+        "                      bytes; the first line of FILE); else the\n"
         "                      environment variable PL_WEB_TOKEN.  Open\n"
         "                      /login?token=TOKEN once in the browser, or\n"
         "                      send 'Authorization: Bearer TOKEN'\n"
@@ -68,7 +65,7 @@ static void usage(FILE *f)
         "Exit status: 0 stopped (SIGINT, SIGTERM); 1 bad flags or values;\n"
         "2 the store cannot be opened, a plugin cannot be loaded, or the\n"
         "address cannot be used.\n",
-        TOKEN_MIN, WEB_STALL_MAX, WEB_STALL_S);
+        WEB_TOKEN_MIN, WEB_TOKEN_MAX, WEB_STALL_MAX, WEB_STALL_S);
 }
 
 typedef struct args {
@@ -203,7 +200,7 @@ static bool read_token(const args *a, char **token)
     char *text = NULL;
     const char *src = getenv("PL_WEB_TOKEN");
     if (a->token_file) {
-        if (!(text = cli_read_all(a->token_file, TOKEN_MAX)))
+        if (!(text = cli_read_all(a->token_file, WEB_TOKEN_MAX)))
             return false;
         text[strcspn(text, "\r\n")] = '\0';
         src = text;
@@ -216,9 +213,14 @@ static bool read_token(const args *a, char **token)
         }
         return true;
     }
-    if (strlen(src) < TOKEN_MIN) {
-        cli_error("the token (%s) is too short: at least %d bytes",
-                  a->token_file ? "--token-file" : "PL_WEB_TOKEN", TOKEN_MIN);
+    /* the login's cookie holds it whole, with HttpOnly and SameSite
+     * after it: a header cut to fit would lose them, or the token */
+    size_t len = strlen(src);
+    if (len < WEB_TOKEN_MIN || len > WEB_TOKEN_MAX) {
+        cli_error("the token (%s) is too %s: %d..%d bytes",
+                  a->token_file ? "--token-file" : "PL_WEB_TOKEN",
+                  len < WEB_TOKEN_MIN ? "short" : "long", WEB_TOKEN_MIN,
+                  WEB_TOKEN_MAX);
         free(text);
         return false;
     }

@@ -57,7 +57,9 @@ int web_http_status(int st)
     case PL_ESTATE:
     case PL_EEXIST: /* a new run's id taken */
     case PL_ESUSPENDED:
-    case PL_ECANCELLED: return 409;
+    case PL_ECANCELLED:
+    case PL_ENEWERCODE: /* left as it was for newer code: a refusal */
+        return 409;
     case PL_EINVAL:
     case PL_ETOKEN:
     case PL_EJSON:
@@ -92,12 +94,7 @@ static void add_header(web_reply *out, const char *name, const char *value)
     out->n_headers++;
 }
 
-/*
- * @p text with every '<', '>' and '&' as a \u escape: they occur in JSON
- * only inside strings, where the escape means the same, and so no answer
- * holds markup, whatever reads it.  Takes @p text; NULL on OOM.
- */
-static char *inert(char *text)
+char *web_json_inert(char *text)
 {
     size_t n = 0, len = strlen(text);
     for (size_t i = 0; i < len; i++)
@@ -132,7 +129,7 @@ static void json_reply(web_reply *out, int status, cJSON *doc)
     if (text)
         text = cli_json_safe(text);
     if (text)
-        text = inert(text);
+        text = web_json_inert(text);
     out->type = "application/json";
     out->api = true;
     if (!text) {
@@ -291,9 +288,13 @@ static void login(web *w, const web_req *r, web_reply *out)
         error_reply(out, 403, "bad_token", "wrong or missing token");
         return;
     }
+#define COOKIE_ATTRS "; Path=/; HttpOnly; SameSite=Strict"
     char cookie[sizeof out->headers[0].value];
-    snprintf(cookie, sizeof cookie,
-             COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", w->token);
+    /* web_main.c takes no longer token: the header is never cut */
+    _Static_assert(sizeof COOKIE "=" + WEB_TOKEN_MAX + sizeof COOKIE_ATTRS <=
+                       sizeof cookie,
+                   "a token's cookie fits its header");
+    snprintf(cookie, sizeof cookie, COOKIE "=%s" COOKIE_ATTRS, w->token);
     out->status = 303;
     out->api = true;
     add_header(out, "Set-Cookie", cookie);

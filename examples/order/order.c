@@ -7,7 +7,9 @@
  * ORDER_VARIANT=2 builds a changed workflow (ship is asked for express
  * delivery), to show what a deploy check reports about such a change;
  * ORDER_VARIANT=3 the same change behind a version gate (pl_ctx_version),
- * which runs recorded by the first workflow replay on their old branch.
+ * which runs recorded by the first workflow replay on their old branch;
+ * ORDER_VARIANT=4 the gate at version 2, whose runs variant 3, older code,
+ * leaves for it (PL_ENEWERCODE).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "order.h"
@@ -171,6 +173,11 @@ static int order(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     if (!st)
         st = pl_ctx_version(&express, ctx, "express-shipping",
                             PL_VERSION_DEFAULT, 1);
+#elif ORDER_VARIANT == 4
+    int express = 0; /* the gate at version 2 */
+    if (!st)
+        st = pl_ctx_version(&express, ctx, "express-shipping",
+                            PL_VERSION_DEFAULT, 2);
 #elif ORDER_VARIANT == 2
     int express = 1;
 #else
