@@ -504,10 +504,18 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * again, under its own run id (so with other idempotency keys).  List
  * them before upgrading (`ledger-replay --upgrade ID --dry-run`).
  *
- * The new run's steps, the old run's end and both links are written by
- * one transaction, which also drops the old run's lease (taken before it
- * is read, so that nobody runs or resumes it meanwhile): a crash leaves
- * the old run untouched, or superseded with its successor complete.  (A
+ * What was delivered to the old run and not consumed (events sent with
+ * pl_run_signal(), a cancellation: its inbox) goes to the new run, in
+ * delivery order, so that a wait of the new code takes an event sent
+ * before the deploy, and a cancellation is seen; the old run, final,
+ * never reads it.  (One delivered while the upgrade runs, after it read
+ * the inbox, follows just after the transaction below; should that
+ * commit fail, it stays in the old run's inbox, as pl_run_export() shows.)
+ *
+ * The new run's steps, its inbox, the old run's end and both links are
+ * written by one transaction, which also drops the old run's lease (taken
+ * before it is read, so that nobody runs or resumes it meanwhile): a crash
+ * leaves the old run untouched, or superseded with its successor complete.  (A
  * crash before that commit may leave the new run `failed`, its reason
  * saying the upgrade did not complete, and the old run as it was.)
  *
