@@ -217,10 +217,13 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
  *         (another live process or thread is running it: another worker
- *         holds its lease), PL_ESTATE (it is suspended: use
- *         pl_run_resume(); or superseded: continue its successor,
- *         pl_run_info.successor; or cancelled: a cancelled run has ended
- *         for good, it is not retried as a failed run is).  With
+ *         holds its lease; or another process ran it to its end while
+ *         this call was taking it: continue it again to replay it),
+ *         PL_ESTATE (it is suspended: use pl_run_resume(); or superseded:
+ *         continue its successor, pl_run_info.successor; or cancelled: a
+ *         cancelled run has ended for good, it is not retried as a failed
+ *         run is; also when it was cancelled or superseded while this call
+ *         was taking it: nothing is written, and no policy of it runs).  With
  *         opts->check, PL_ECHECK and PL_ENONDET are returned as such (and
  *         *out is NULL).
  */
