@@ -462,10 +462,12 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  * so pl_run_verify() checks the new run on its own.  The old run is only
  * read.
  *
- * The new run has the old one's root policy, payload, actions and seed, and
- * is left `running` with no owner: continue it with pl_run_continue() (a
- * recovery tool's "finish every run whose owner is gone" finishes it too),
- * and it replays the copied steps and goes on with the code loaded now.
+ * The new run has the old one's root policy, payload, actions, seed and
+ * deadline (pl_run_info.deadline_ms, so an upgrade's successor has it
+ * too), and is left `running` with no owner: continue it with
+ * pl_run_continue() (a recovery tool's "finish every run whose owner is
+ * gone" finishes it too), and it replays the copied steps and goes on
+ * with the code loaded now.
  * Its lease is handed to the queue: a worker (pl_worker_run()) of any
  * process that registers its root policy takes it too, as it takes a run
  * whose owner is gone, so a fork made where the root policy is not
