@@ -70,6 +70,15 @@ void t_world_close(t_world *w)
     w->reg = NULL;
 }
 
+int t_run_status(pl_engine *e, const char *id)
+{
+    pl_run_info *info = NULL;
+    int st = pl_run_get(&info, e, id);
+    int s = st ? -1 : (int)info->status;
+    pl_run_info_free(info);
+    return s;
+}
+
 static void *hook_malloc(size_t n) { return __wrap_malloc(n); }
 static void hook_free(void *p) { __wrap_free(p); }
 

@@ -35,6 +35,9 @@ typedef struct t_world {
 int t_world_open(t_world *w, const char *path, int (*add)(pl_registry *));
 void t_world_close(t_world *w);
 
+/* What run @p id is now: its status, or -1 when there is none. */
+int t_run_status(pl_engine *e, const char *id);
+
 typedef struct t_alloc_case {
     const char *name; /* printed */
     /* The scenario on a new store at @p path, opening @p w; stops at the

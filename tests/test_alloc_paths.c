@@ -157,37 +157,27 @@ static int scenario(t_world *w, const char *path)
     return st;
 }
 
-/* What a run is now: its status, or -1 when there is none. */
-static int run_status(pl_engine *e, const char *id)
-{
-    pl_run_info *info = NULL;
-    int st = pl_run_get(&info, e, id);
-    int s = st ? -1 : (int)info->status;
-    pl_run_info_free(info);
-    return s;
-}
-
 /* With allocation restored: finish what the scenario began, check it. */
 static bool finish(const char *path, char *why, size_t wn)
 {
     t_world w = {0};
     int st = t_world_open(&w, path, add_policies);
     pl_outcome *o = NULL;
-    if (!st && run_status(w.e, "w") < 0)
+    if (!st && t_run_status(w.e, "w") < 0)
         st = start_w(w.e, &o);
     pl_outcome_free(o);
     o = NULL;
-    if (!st && run_status(w.e, "w") == PL_RUN_RUNNING)
+    if (!st && t_run_status(w.e, "w") == PL_RUN_RUNNING)
         st = pl_run_continue(&o, w.e, "w", NULL);
     pl_outcome_free(o);
     o = NULL;
-    if (!st && run_status(w.e, "f") == PL_RUN_RUNNING)
+    if (!st && t_run_status(w.e, "f") == PL_RUN_RUNNING)
         st = pl_run_continue(&o, w.e, "f", NULL);
     pl_outcome_free(o);
     o = NULL;
-    if (!st && run_status(w.e, "f") == PL_RUN_WAITING)
+    if (!st && t_run_status(w.e, "f") == PL_RUN_WAITING)
         st = pl_run_cancel(w.e, "f", "not wanted");
-    if (!st && run_status(w.e, "w") == PL_RUN_WAITING) {
+    if (!st && t_run_status(w.e, "w") == PL_RUN_WAITING) {
         cJSON *go = cJSON_CreateObject();
         cJSON_AddNumberToObject(go, "v", 7);
         st = pl_run_signal(&o, w.e, "w", "go", go);
@@ -201,7 +191,7 @@ static bool finish(const char *path, char *why, size_t wn)
         return false;
     }
     bool ok = false;
-    int sf = run_status(w.e, "f"), si = run_status(w.e, "i");
+    int sf = t_run_status(w.e, "f"), si = t_run_status(w.e, "i");
     if ((st = pl_run_continue(&o, w.e, "w", NULL)) ||
         o->status != PL_RUN_COMPLETED)
         snprintf(why, wn, "run w did not complete: %s",

@@ -271,3 +271,31 @@ Test(api_promises, a_head_refused_names_every_status_that_has_one)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* pl_run_info.suspended_path and .prompt: "suspended: ...; else NULL".  A
+ * suspended run cancelled (it ends at once, runs.h and time.h) still gave
+ * both, as if it waited for an answer. */
+Test(api_promises, a_cancelled_suspended_run_has_no_prompt)
+{
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    pl_outcome *o = NULL;
+    cr_assert_eq(t_try_start(&o, e, "human", "{\"q\": \"ship?\"}", "h"), PL_OK,
+                 "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    cr_assert_eq(pl_run_cancel(e, "h", "no longer wanted"), PL_OK, "%s",
+                 pl_errmsg());
+    pl_run_info *ri = NULL;
+    cr_assert_eq(pl_run_get(&ri, e, "h"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(ri->status, PL_RUN_CANCELLED);
+    cr_expect_str_eq(ri->reason, "no longer wanted");
+    cr_expect_null(ri->suspended_path, "suspended_path '%s'",
+                   ri->suspended_path);
+    cr_expect_null(ri->prompt, "a cancelled run has a prompt");
+    cr_expect_null(ri->resume_token);
+    pl_run_info_free(ri);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}

@@ -360,6 +360,38 @@ Test(fork, a_suspended_run_forks_into_a_run_that_asks_again)
     t_cleanup();
 }
 
+/* The run's deadline is the fork's (runs.h): recorded with the run, it
+ * goes with the root action, as the seed does. */
+Test(fork, a_fork_keeps_the_runs_deadline)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t deadline = (int64_t)ts.tv_sec * 1000 + 86400000;
+    pl_action root = PL_ACTION_INIT;
+    root.policy = "ask";
+    root.payload = pl_json_empty();
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "due";
+    ro.deadline_ms = deadline;
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_start(&o, e, &root, &ro), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_SUSPENDED);
+    pl_outcome_free(o);
+    char *id = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "due", "0:0", "due-again"), PL_OK, "%s",
+                 pl_errmsg());
+    free(id);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "due-again"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(info->deadline_ms, deadline);
+    pl_run_info_free(info);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    t_cleanup();
+}
+
 /* The worker's thread: pl_worker_run() until pl_worker_stop(). */
 /* A fork made where its root policy is not registered (a tool run without
  * the plugin) is left to a process that has it: a worker there takes it,

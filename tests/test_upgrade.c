@@ -11,7 +11,9 @@
  * failed run upgraded, every refusal (leaving the old run untouched and
  * its lease free), and a child killed (SIGKILL) at a random instant of an
  * upgrade, many times: the old run is untouched or superseded with its
- * successor whole, never half.  On both stores (pg_test_upgrade).
+ * successor whole, never half; what was delivered to the old run and not
+ * consumed, also during the upgrade, goes to the successor.  On both
+ * stores (pg_test_upgrade).
  */
 #include "support.h"
 
@@ -26,6 +28,31 @@
 
 static bool g_v2;
 static atomic_int g_pays, g_ships;
+
+/* The store's inbox read as the library calls it (ledger/store.h; this
+ * binary is linked with -Wl,--wrap=pl__store_inbox_read, its types passed
+ * through untouched).  With g_late_e set, the event "approve" {"late":
+ * true} is sent to run g_late_run just after the read, once: an event
+ * that reaches a run an upgrade has read and not yet superseded. */
+static pl_engine *g_late_e;
+static const char *g_late_run;
+static int g_late_st = -1;
+
+int __real_pl__store_inbox_read(void *s, uint64_t run, void *out);
+int __wrap_pl__store_inbox_read(void *s, uint64_t run, void *out);
+
+int __wrap_pl__store_inbox_read(void *s, uint64_t run, void *out)
+{
+    int st = __real_pl__store_inbox_read(s, run, out);
+    pl_engine *e = g_late_e;
+    if (e) {
+        g_late_e = NULL;
+        cJSON *late = t_json("{\"late\": true}");
+        g_late_st = pl_run_signal(NULL, e, g_late_run, "approve", late);
+        cJSON_Delete(late);
+    }
+    return st;
+}
 
 static int pay(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
@@ -73,6 +100,25 @@ static int renew(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{}");
 }
 
+/* "approval": pays, waits for the event "approve", and returns its
+ * payload; with g_v2 it calls "echo" first, as "order" does. */
+static int approval(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
+{
+    (void)a;
+    (void)user;
+    cJSON *ev = NULL;
+    int st = g_v2 ? pl_ctx_invokef(NULL, ctx, "echo", "{s:s}", "fraud", "no")
+                  : PL_OK;
+    if (!st)
+        st = pl_ctx_invokef(NULL, ctx, "pay", "{s:i}", "cents", 900);
+    if (!st)
+        st = pl_ctx_wait_event(&ev, ctx, "approve", PL_WAIT_FOREVER);
+    if (!st)
+        st = pl_steps_add_result(out, ev);
+    cJSON_Delete(ev);
+    return st;
+}
+
 static pl_registry *registry(void)
 {
     pl_registry *reg = t_registry();
@@ -80,6 +126,7 @@ static pl_registry *registry(void)
     cr_assert_eq(pl_registry_add_fn(reg, "pay", pay, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "ship", ship, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "renew", renew, NULL), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(reg, "approval", approval, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_human(reg, "human"), PL_OK);
     return reg;
 }
@@ -236,6 +283,77 @@ Test(upgrade, a_failed_run_can_be_upgraded)
     cr_expect_eq(ri->status, PL_RUN_SUPERSEDED);
     cr_expect_null(ri->reason);
     pl_run_info_free(ri);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* An engine with waits that park, and run @p id of "approval" under the
+ * first code, waiting for its event. */
+static pl_engine *start_approval(pl_registry *reg, const char *id)
+{
+    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    g_v2 = false;
+    pl_outcome *o = t_start(e, "approval", "{}", id);
+    cr_assert_eq(o->status, PL_RUN_WAITING, "%s", o->reason);
+    pl_outcome_free(o);
+    return e;
+}
+
+/* Upgrade run @p id to @p new_id under the new code, cut at 0:0, and
+ * continue the successor: it completes with the event's payload, which
+ * has @p member true. */
+static void upgrade_to_the_event(pl_engine *e, const char *id,
+                                 const char *new_id, const char *member)
+{
+    g_v2 = true;
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, id, "0:0", new_id), PL_OK, "%s",
+                 pl_errmsg());
+    free(nid);
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, new_id, NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect_eq(o->status, PL_RUN_COMPLETED, "the successor is %s",
+                 pl_run_status_name(o->status));
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                      member);
+    cr_expect(cJSON_IsTrue(v), "the successor's result is not the event's");
+    pl_outcome_free(o);
+    cr_expect_eq(pl_run_verify(e, new_id), PL_OK, "%s", pl_errmsg());
+}
+
+/*
+ * An event delivered to a waiting run and not yet consumed when the run is
+ * upgraded is its successor's: the successor's wait takes it.  It stayed
+ * in the superseded run's inbox, and the successor waited for good for an
+ * approval that had been given.
+ */
+Test(upgrade, the_old_runs_inbox_goes_to_its_successor)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = start_approval(reg, "a1");
+    /* delivered only: nothing continues the run before the deploy */
+    cJSON *yes = t_json("{\"ok\": true}");
+    cr_assert_eq(pl_run_signal(NULL, e, "a1", "approve", yes), PL_OK, "%s",
+                 pl_errmsg());
+    cJSON_Delete(yes);
+    upgrade_to_the_event(e, "a1", "a1-v2", "ok");
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* One that reaches the old run after the upgrade read its inbox, before
+ * the run is superseded, goes to the successor too. */
+Test(upgrade, an_event_sent_during_the_upgrade_goes_to_its_successor)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = start_approval(reg, "a2");
+    g_late_run = "a2";
+    g_late_e = e;
+    upgrade_to_the_event(e, "a2", "a2-v2", "late");
+    cr_expect_null(g_late_e, "the upgrade read no inbox");
+    cr_expect_eq(g_late_st, PL_OK, "the late event was not delivered");
     pl_engine_close(e);
     pl_registry_free(reg);
 }

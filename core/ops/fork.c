@@ -231,6 +231,38 @@ static int id_free(pl_engine *e, const char *fn, const char *id)
 }
 
 /*
+ * What reached the old run @p num (@p id) of an upgrade after its inbox
+ * was read and before the commit that superseded it (a delivery checks
+ * the run's state in its own transaction, so none comes after), past seq
+ * @p after: moved to its successor @p new_num (@p new_id), whose lease
+ * the upgrade still holds, before the successor is handed to the queue.
+ * A failure leaves them in the old run's inbox, durable (its export shows
+ * them), and the upgrade done.
+ */
+static void inbox_late(pl_engine *e, uint64_t num, const char *id,
+                       uint64_t new_num, const char *new_id, uint64_t after)
+{
+    char saved[PL__ERRMSG_MAX];
+    pl__errmsg_save(saved);
+    pl__kvs ib = {0}, moved = {0};
+    pl__batch late = {0};
+    if (!pl__store_inbox_read(e->store, num, &ib) &&
+        !pl__rechain_inbox(&ib, id, new_id, after, &moved, NULL) && moved.n) {
+        late.run = new_num;
+        late.gen = 1; /* the successor's lease, still the creation's */
+        late.inbox_add = &moved;
+        late.timer_id = new_id;
+        if (pl__engine_commit(e, &late)) {
+            /* left where they are */
+        }
+    }
+    pl__batch_free(&late);
+    pl__kvs_free(&ib);
+    pl__kvs_free(&moved);
+    pl__errmsg_restore(saved);
+}
+
+/*
  * Fork @p run_id at @p at_step_id into a new run; with @p upgrade, end
  * @p run_id as superseded by it in the commit that completes the new run.
  */
@@ -261,7 +293,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     pl__buf info = {0}, sb = {0}, new_info = {0};
     pl__run_info ri = {0};
     pl__run_state rs = {0};
-    pl__kvs old = {0};
+    pl__kvs old = {0}, ib = {0}, moved = {0};
+    uint64_t moved_to = 0; /* the last seq of the old inbox moved */
     pl__batch create = {0}, fill = {0}, end = {0};
     bool *answered = NULL;
     pl__rechain w = {0};
@@ -302,7 +335,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         (st = root_answers(e, num, at, run_id, &answered)))
         goto done;
     collect cc = {at, answered, &old, 0};
-    if ((st = pl__store_each_step(e->store, num, collect_step, &cc))) {
+    if ((st = pl__store_each_step(e->store, num, collect_step, &cc)) ||
+        (upgrade && (st = pl__store_inbox_read(e->store, num, &ib)))) {
         st = pl__err(st, "%s: reading run '%s': %s", fn, run_id, pl_errmsg());
         goto done;
     }
@@ -362,6 +396,16 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     if ((st = encode_state(&fill.state, new_id, PL_RUN_RUNNING, w.steps, NULL,
                            upgrade ? run_id : NULL)))
         goto done;
+    /* what was delivered to the old run and not consumed (an approval
+     * sent before the deploy, a cancellation) is its successor's: the old
+     * run, superseded, never reads it again */
+    if (upgrade && ib.n &&
+        (st = pl__rechain_inbox(&ib, run_id, new_id, 0, &moved, &moved_to)))
+        goto done;
+    if (moved.n) {
+        fill.inbox_add = &moved;
+        fill.timer_id = new_id;
+    }
     if (!upgrade) {
         st = pl__engine_commit(e, &fill);
     } else {
@@ -380,6 +424,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     }
     if (st)
         goto done;
+    if (upgrade)
+        inbox_late(e, num, run_id, new_num, new_id, moved_to);
     /* to the queue, first in it: a worker with the root policy takes it */
     pl__run_hand_back(e, new_num, 1, PL__HAND_BACK_US);
     *out_new_id = id_copy;
@@ -396,6 +442,8 @@ done:
     pl__batch_free(&fill);
     pl__batch_free(&end);
     pl__kvs_free(&old);
+    pl__kvs_free(&ib);
+    pl__kvs_free(&moved);
     pl__run_info_clear(&ri);
     pl__run_state_clear(&rs);
     pl__buf_free(&info);

@@ -528,21 +528,7 @@ static int take_inbox(import_ctx *x, const cJSON *o)
 /* The inbox records read, bound to run @p id now, in @p out. */
 static int inbox_rebind(const import_ctx *x, const char *id, pl__kvs *out)
 {
-    int st = PL_OK;
-    pl__buf b = {0};
-    for (size_t i = 0; !st && i < x->inbox.n; i++) {
-        pl__inbox_rec r = {0};
-        pl__buf_reset(&b);
-        st = pl__inbox_decode(&r, x->src_id, pl__kvs_val(&x->inbox, i),
-                              x->inbox.e[i].vlen);
-        if (!st)
-            st = pl__inbox_encode(&b, id, &r);
-        if (!st)
-            st = pl__kvs_add(out, pl__kvs_key(&x->inbox, i), 8, b.data, b.len);
-        pl__inbox_clear(&r);
-    }
-    pl__buf_free(&b);
-    return st;
+    return pl__rechain_inbox(&x->inbox, x->src_id, id, 0, out, NULL);
 }
 
 /* The run line's other human fields, against its decoded records. */

@@ -21,6 +21,11 @@
  *
  * Copied under the same number and id, an intact run comes out byte for
  * byte as it went in: that is how an import checks an export's chains.
+ *
+ * A run's inbox records (events and cancellations delivered, not yet
+ * consumed) name their run in their checksums: copied to another run they
+ * are decoded with the old id and encoded with the new one, under the
+ * seqs they had (pl__rechain_inbox(): an import's, an upgrade's).
  */
 #include "rechain.h"
 
@@ -122,5 +127,35 @@ int pl__rechain_step(pl__rechain *w, uint64_t num, const uint8_t *key,
     st = pl__step_hash(w->hasher, pl__kvs_key(out, i), klen, nv, vlen, l->prev);
     if (!st && hash)
         memcpy(hash, l->prev, PL_HASH_LEN);
+    return st;
+}
+
+int pl__rechain_inbox(const pl__kvs *in, const char *from_id, const char *to_id,
+                      uint64_t after, pl__kvs *out, uint64_t *last)
+{
+    int st = PL_OK;
+    pl__buf b = {0};
+    for (size_t i = 0; !st && i < in->n; i++) {
+        const uint8_t *key = pl__kvs_key(in, i);
+        if (!pl__inbox_seq_ok(key, in->e[i].klen)) {
+            st = pl__err(PL_ECORRUPT, "run '%s': an inbox key is malformed",
+                         from_id);
+            break;
+        }
+        uint64_t seq = pl__get_be64(key);
+        if (seq <= after)
+            continue;
+        pl__inbox_rec r = {0};
+        pl__buf_reset(&b);
+        st = pl__inbox_decode(&r, from_id, pl__kvs_val(in, i), in->e[i].vlen);
+        if (!st)
+            st = pl__inbox_encode(&b, to_id, &r);
+        if (!st)
+            st = pl__kvs_add(out, key, 8, b.data, b.len);
+        pl__inbox_clear(&r);
+        if (!st && last)
+            *last = seq;
+    }
+    pl__buf_free(&b);
     return st;
 }

@@ -1,7 +1,7 @@
 /*
  * rechain.h -- copying a run's steps under another run number and id, their
- * hashes made anew (rechain.c).  A forked run and an imported one are
- * written through it.
+ * hashes made anew, and its inbox under another id (rechain.c).  A forked
+ * run and an imported one are written through it.
  */
 #ifndef PL_RECHAIN_H
 #define PL_RECHAIN_H
@@ -50,5 +50,16 @@ PL__HIDDEN int pl__rechain_step(pl__rechain *w, uint64_t num,
  * false when none was copied. */
 PL__HIDDEN bool pl__rechain_head(const pl__rechain *w,
                                  uint8_t out[PL_HASH_LEN]);
+
+/*
+ * The inbox records @p in of run @p from_id (keys their seqs, values the
+ * records, as pl__store_inbox_read() gives them), those past seq @p after,
+ * bound to run @p to_id, appended to @p out under the same seqs.  *last
+ * (when @p last is not NULL) is the last seq appended.  PL_ECORRUPT for a
+ * key that is no seq or a record that does not decode.
+ */
+PL__HIDDEN int pl__rechain_inbox(const pl__kvs *in, const char *from_id,
+                                 const char *to_id, uint64_t after,
+                                 pl__kvs *out, uint64_t *last) PL__MUST_CHECK;
 
 #endif /* PL_RECHAIN_H */

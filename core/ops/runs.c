@@ -72,7 +72,10 @@ int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
     if (!st)
         st = pl__payload_decode(&in->payload, in->ri.payload,
                                 in->ri.payload_len);
-    if (!st && in->st.prompt)
+    /* a suspended run's alone: one cancelled while suspended has none,
+     * also when an older version's cancellation kept them in its record */
+    bool suspended = in->st.status == PL_RUN_SUSPENDED;
+    if (!st && suspended && in->st.prompt)
         st = pl__payload_decode(&in->prompt, in->st.prompt, in->st.prompt_len);
     if (st) {
         int keep = st;
@@ -104,7 +107,9 @@ int pl__run_info_build(pl_engine *e, const char *id, size_t id_len,
     p->attempts = in->st.attempts;
     p->error = in->st.error;
     p->reason = in->st.reason;
-    p->suspended_path = in->st.susp_path;
+    p->suspended_path = suspended || in->st.status == PL_RUN_WAITING
+                            ? in->st.susp_path
+                            : NULL;
     p->prompt = in->prompt;
     p->resume_token = in->st.status == PL_RUN_SUSPENDED && in->st.token[0]
                           ? in->st.token

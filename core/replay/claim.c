@@ -66,6 +66,26 @@ static int claim_state(pl__claim_ctx *c, pl__run_state *st, pl__kvs *extra)
                st->status != PL_RUN_SUBMITTED && st->status != PL_RUN_WAITING) {
         rc = pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", c->id,
                      pl_run_status_name(st->status));
+    } else if (st->status == PL_RUN_CANCELLED ||
+               st->status == PL_RUN_SUPERSEDED) {
+        /* ended for good since the caller read it (pl_run_cancel() of a
+         * queued run, pl_run_upgrade()): what pl_run_continue() says of
+         * such a run, nothing written */
+        rc = pl__err(PL_ESTATE,
+                     "run '%s' is %s%s%s%s: it ended while it was being "
+                     "taken",
+                     c->id, pl_run_status_name(st->status),
+                     st->succ ? " by run '" : "", st->succ ? st->succ : "",
+                     st->succ ? "'" : "");
+    } else if (st->status == PL_RUN_COMPLETED ||
+               st->status == PL_RUN_CONTINUED) {
+        /* another process ran it to its end meanwhile: final, it is
+         * replayed (writing nothing) by a continue that reads it so */
+        rc = pl__err(PL_EBUSY,
+                     "run '%s' was run to its end (%s) by another process "
+                     "while it was being taken: continue it again to "
+                     "replay it",
+                     c->id, pl_run_status_name(st->status));
     } else if (st->status == PL_RUN_RUNNING && !c->leased &&
                pl__owner_alive(c->e, st)) {
         rc = pl__err(PL_EBUSY,

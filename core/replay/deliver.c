@@ -253,6 +253,11 @@ static int cancel_now_fn(pl__buf *state, pl__kvs *extra, void *user)
         free(st.reason);
         st.reason = pl__strdup(c->reason);
         st.token[0] = '\0';
+        free(st.susp_path); /* no longer waits for an answer */
+        st.susp_path = NULL;
+        free(st.prompt);
+        st.prompt = NULL;
+        st.prompt_len = 0;
         st.updated_us = pl__now_us();
         pl__buf_reset(state);
         rc = st.reason ? pl__run_state_encode(state, c->id, &st)

@@ -217,10 +217,13 @@ int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
  * longer replays it).
  * @return as pl_run_start(), plus PL_ENOTFOUND (no such run), PL_EBUSY
  *         (another live process or thread is running it: another worker
- *         holds its lease), PL_ESTATE (it is suspended: use
- *         pl_run_resume(); or superseded: continue its successor,
- *         pl_run_info.successor; or cancelled: a cancelled run has ended
- *         for good, it is not retried as a failed run is).  With
+ *         holds its lease; or another process ran it to its end while
+ *         this call was taking it: continue it again to replay it),
+ *         PL_ESTATE (it is suspended: use pl_run_resume(); or superseded:
+ *         continue its successor, pl_run_info.successor; or cancelled: a
+ *         cancelled run has ended for good, it is not retried as a failed
+ *         run is; also when it was cancelled or superseded while this call
+ *         was taking it: nothing is written, and no policy of it runs).  With
  *         opts->check, PL_ECHECK and PL_ENONDET are returned as such (and
  *         *out is NULL).
  */
@@ -459,10 +462,12 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  * so pl_run_verify() checks the new run on its own.  The old run is only
  * read.
  *
- * The new run has the old one's root policy, payload, actions and seed, and
- * is left `running` with no owner: continue it with pl_run_continue() (a
- * recovery tool's "finish every run whose owner is gone" finishes it too),
- * and it replays the copied steps and goes on with the code loaded now.
+ * The new run has the old one's root policy, payload, actions, seed and
+ * deadline (pl_run_info.deadline_ms, so an upgrade's successor has it
+ * too), and is left `running` with no owner: continue it with
+ * pl_run_continue() (a recovery tool's "finish every run whose owner is
+ * gone" finishes it too), and it replays the copied steps and goes on
+ * with the code loaded now.
  * Its lease is handed to the queue: a worker (pl_worker_run()) of any
  * process that registers its root policy takes it too, as it takes a run
  * whose owner is gone, so a fork made where the root policy is not
@@ -504,10 +509,18 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * again, under its own run id (so with other idempotency keys).  List
  * them before upgrading (`ledger-replay --upgrade ID --dry-run`).
  *
- * The new run's steps, the old run's end and both links are written by
- * one transaction, which also drops the old run's lease (taken before it
- * is read, so that nobody runs or resumes it meanwhile): a crash leaves
- * the old run untouched, or superseded with its successor complete.  (A
+ * What was delivered to the old run and not consumed (events sent with
+ * pl_run_signal(), a cancellation: its inbox) goes to the new run, in
+ * delivery order, so that a wait of the new code takes an event sent
+ * before the deploy, and a cancellation is seen; the old run, final,
+ * never reads it.  (One delivered while the upgrade runs, after it read
+ * the inbox, follows just after the transaction below; should that
+ * commit fail, it stays in the old run's inbox, as pl_run_export() shows.)
+ *
+ * The new run's steps, its inbox, the old run's end and both links are
+ * written by one transaction, which also drops the old run's lease (taken
+ * before it is read, so that nobody runs or resumes it meanwhile): a crash
+ * leaves the old run untouched, or superseded with its successor complete.  (A
  * crash before that commit may leave the new run `failed`, its reason
  * saying the upgrade did not complete, and the old run as it was.)
  *
