@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* usleep() */
 #include "support.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,36 @@ Test(api_promises, a_head_refused_names_every_status_that_has_one)
     cr_assert(strstr(pl_errmsg(), "is failed") &&
                   strstr(pl_errmsg(), "completed, continued or suspended"),
               "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* engine.h: max_readers above PL_MAX_READERS is PL_EINVAL, naming it, on
+ * either store, and nothing is created; the bound itself opens.  UINT_MAX
+ * made LMDB a lock file of 256 GiB (sparse), and a store that opened. */
+Test(api_promises, max_readers_past_its_bound_is_einval)
+{
+    pl_registry *reg = t_registry();
+    const char *path = t_store_path();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    pl_engine *e = NULL;
+    static const unsigned bad[] = {PL_MAX_READERS + 1, UINT_MAX};
+    for (size_t i = 0; i < 2; i++) {
+        o.max_readers = bad[i];
+        int st = pl_engine_open(&e, path, reg, &o);
+        cr_assert_eq(st, PL_EINVAL, "max_readers %u: %s: %s", bad[i],
+                     pl_status_name(st), pl_errmsg());
+        cr_assert_null(e);
+        cr_expect(strstr(pl_errmsg(), "max_readers") &&
+                      strstr(pl_errmsg(), "PL_MAX_READERS"),
+                  "%s", pl_errmsg());
+        if (!t_on_pg())
+            cr_expect_neq(access(path, F_OK), 0, "a refused open created it");
+    }
+    o.max_readers = PL_MAX_READERS;
+    o.durability = PL_DURABILITY_PROCESS;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(t_start(e, "echo", "{\"x\": 1}", "readers"));
     pl_engine_close(e);
     pl_registry_free(reg);
 }
