@@ -302,3 +302,33 @@ Test(api_promises, max_readers_past_its_bound_is_einval)
     pl_engine_close(e);
     pl_registry_free(reg);
 }
+
+/* engine.h: map_size, map_size_max and max_readers are LMDB's.  A
+ * PostgreSQL store ignores them (a map of 8 KiB that may not grow, which
+ * no LMDB store fits in, and one reader slot), and refuses, as LMDB does,
+ * a value their rules refuse. */
+Test(api_promises, lmdb_sizes_are_ignored_by_postgresql_bad_ones_refused)
+{
+    pl_registry *reg = t_registry();
+    const char *path = t_store_path();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.map_size = 8192;
+    o.map_size_max = 8192;
+    o.max_readers = 1;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &o);
+    if (!t_on_pg()) {
+        cr_expect_neq(st, PL_OK, "an 8 KiB map that may not grow");
+    } else {
+        cr_assert_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
+        pl_outcome_free(t_start(e, "echo", "{\"x\": 1}", "ignored"));
+        pl_engine_close(e);
+        e = NULL;
+    }
+    o.map_size = 16384; /* above map_size_max */
+    cr_expect_eq(pl_engine_open(&e, path, reg, &o), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "map_size_max"), "%s", pl_errmsg());
+    cr_expect_null(e);
+    pl_registry_free(reg);
+}

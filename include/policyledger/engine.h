@@ -210,6 +210,11 @@ int pl_durability_parse(pl_durability *out, const char *name);
 typedef struct pl_engine_options {
     unsigned version;          /**< PL_ENGINE_OPTIONS_VERSION */
     pl_durability durability;  /**< default PL_DURABILITY_SYNC */
+    /* map_size, map_size_max and max_readers are LMDB's: a PostgreSQL
+     * store has no map and no reader table, and ignores them, as it
+     * ignores a value LMDB would take; a value their rules refuse
+     * (map_size above map_size_max, max_readers above PL_MAX_READERS) is
+     * PL_EINVAL on either store, before anything is opened. */
     size_t map_size;           /**< initial map size; 0 = 64 MiB, or
                                     map_size_max when that is smaller;
                                     one the process cannot map is
