@@ -250,7 +250,8 @@ int cmd_verify(pl_engine *e, const opts *o)
         if (doc) {
             cJSON_AddNumberToObject(doc, "runs_checked", (double)v.runs);
             cJSON_AddNumberToObject(doc, "fault_count", (double)v.faults);
-            cJSON_AddNumberToObject(doc, "not_read", (double)v.unread);
+            if (v.unread) /* the document of a whole check as it was */
+                cJSON_AddNumberToObject(doc, "not_read", (double)v.unread);
             cJSON_AddItemToObject(doc, "faults", v.faults_json);
             v.faults_json = NULL;
             cli_json_document(stdout, doc);
