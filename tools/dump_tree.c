@@ -215,6 +215,12 @@ static void seen_free(seen_ids *s)
  * call left (a one-step callee's own) answers none, so a call is never
  * taken for answered too soon: at worst a poll reads from further back.
  */
+/* An invocation path's length at most, with room for a callee one level
+ * past PL_MAX_DEPTH: "0" and a ".N" a level (N of 10 digits at most), and
+ * the NUL; a step id's, with ":SEQ". */
+#define STEP_PATH_MAX (1 + 11 * (PL_MAX_DEPTH + 2) + 1)
+#define STEP_ID_MAX (STEP_PATH_MAX + 11)
+
 typedef struct ledger_calls {
     char *path;
     int64_t last; /* its last seq printed; -1: none yet */
@@ -319,7 +325,7 @@ static void frontier_from(const frontier *f, const char *root, char *out,
                           size_t n)
 {
     const ledger_calls *r = ledger_find(f, root);
-    char best[PL_MAX_RUN_ID + 4096];
+    char best[STEP_PATH_MAX];
     uint32_t best_seq = r ? (uint32_t)(r->last + 1) : 0;
     snprintf(best, sizeof best, "%s", root);
     for (size_t i = 0; i < f->n; i++) {
@@ -505,7 +511,7 @@ int cmd_run(pl_engine *e, const opts *o)
             break;
         pl_run_info_free(ri);
         ri = next;
-        char from[PL_MAX_RUN_ID + 4200];
+        char from[STEP_ID_MAX];
         frontier_from(&fr, "0", from, sizeof from);
         if ((st = read_rows_from(e, o->run, from, &r))) {
             cli_error("cannot read run %s: %s", QUOTE(o->run), pl_errmsg());
