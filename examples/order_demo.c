@@ -8,7 +8,13 @@
  *
  * The workflow's policies come from a plugin (order-plugin.so, next to this
  * program, unless --plugin names another), loaded as ledger-replay loads
- * it: so the tools can finish what the demo started.
+ * it: so the tools can finish what the demo started.  The plugin's tools
+ * write their effects where ORDER_EFFECTS says (this sets it from
+ * --effects): the run does not record it, since the effects file is the
+ * outside world (a provider) and not the order.  A tool that finishes a
+ * run this started with --effects FILE is run with ORDER_EFFECTS=FILE, or
+ * its tools talk to another "provider", which charges again a charge in
+ * flight at the crash.
  * The run for an order is named "order-ID".  If it exists already, this
  * continues it: every finished call is served from its ledger.  With
  * --crash-after N the process kills itself with SIGKILL at the N-th step
@@ -89,7 +95,13 @@ static void usage(FILE *f)
         "\n"
         "  --store PATH       LMDB store file (default order-demo.db)\n"
         "  --effects FILE     where the tools' side effects are appended\n"
-        "                     (default order-demo.effects)\n"
+        "                     (default order-demo.effects); the plugin takes\n"
+        "                     it from ORDER_EFFECTS, which the run does not\n"
+        "                     record: another process that finishes the run\n"
+        "                     (ledger-replay, ledger-web, a worker) needs\n"
+        "                     ORDER_EFFECTS=FILE too, else its tools write to\n"
+        "                     order-demo.effects, a provider that never saw\n"
+        "                     the charge made before the crash\n"
         "  --order ID         order id (default A-1001)\n"
         "  --plugin LIB.so    the workflow's plugin (default: order-plugin.so\n"
         "                     next to this program)\n"

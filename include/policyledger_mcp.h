@@ -211,7 +211,11 @@ typedef struct pl_mcp_options {
                                    engine's max_payload. */
     size_t max_inline_bytes;  /**< base64 data and resource text kept in a
                                    result; 0 = 64 KiB */
-    /** Tools registered idempotent, by their name on the server. */
+    /** Tools registered idempotent, by their name on the server.  A name
+     *  the server does not list (a typo) fails pl_mcp_register() with
+     *  PL_EINVAL naming it, rather than leaving the tool meant not
+     *  idempotent; so does a NULL or empty one, before the server is
+     *  started. */
     const char *const *idempotent;
     size_t n_idempotent;
     /** Do not read "readOnlyHint" as idempotent. */
@@ -255,7 +259,8 @@ typedef struct pl_mcp_options {
  *             without a host, or that is no URL, is a bad spec.
  * @param opts NULL for defaults.
  * @return PL_OK; PL_EINVAL (a bad name, spec or option; a tool name
- *         that makes a bad policy name); PL_EIO (the server cannot be
+ *         that makes a bad policy name; a name in `idempotent` the server does
+ *         not list: none is registered); PL_EIO (the server cannot be
  *         started, exits, answers with an error or garbage, answers
  *         `initialize` with a protocol version this library does not
  *         speak, one of "2024-11-05", "2025-03-26" and "2025-06-18", lists

@@ -45,5 +45,5 @@ echo
 echo "The store is $store; the side effects are in $effects."
 if [ -x build/tools/ledger-web ]; then
   echo "See it in a browser (then open the URL it prints):"
-  echo "  build/tools/ledger-web $store --plugin build/examples/order-plugin.so"
+  echo "  ORDER_EFFECTS=$effects build/tools/ledger-web $store --plugin build/examples/order-plugin.so"
 fi

@@ -73,6 +73,24 @@ set +e; "$od" --store c.db --effects c.fx --crash-after 5 --quiet >/dev/null 2>&
 [ "$got" -eq 0 ] &&
   grep -q 'found with status running, 3 durable steps (its process died)' out || {
   echo "FAIL: order-demo after a crash at boundary 5 exited $got"; cat out; exit 1; }
+# a run started with --effects FILE and finished by another process: the
+# plugin there takes the file from ORDER_EFFECTS, which --help says (the
+# run does not record it); so set, the charge in flight at the crash
+# (boundary 8) is made once, in FILE, and no other file is written
+"$od" --help >out
+grep -q 'ORDER_EFFECTS=FILE too' out || {
+  echo "FAIL: order-demo --help does not say ORDER_EFFECTS"; cat out; exit 1; }
+others=$(cat ./*.effects 2>/dev/null || true)
+set +e; "$od" --store f.db --effects f.fx --crash-after 8 --quiet >/dev/null 2>&1
+set -e
+[ "$(grep -c '^charge_card ' f.fx)" -eq 1 ] || {
+  echo "FAIL: no charge in flight at boundary 8:"; cat f.fx; exit 1; }
+ORDER_EFFECTS=f.fx "$build/tools/ledger-replay" f.db \
+  --plugin "$build/examples/order-plugin.so" --all >out 2>&1 || {
+  echo "FAIL: ledger-replay --all of the crashed order"; cat out; exit 1; }
+[ "$(grep -c '^charge_card ' f.fx)" -eq 1 ] && grep -q '^ship ' f.fx &&
+  [ "$(cat ./*.effects 2>/dev/null || true)" = "$others" ] || {
+  echo "FAIL: the order's effects:"; cat f.fx; ls; exit 1; }
 
 # agent-demo (its own story of bad answers and models is agent_errors.sh)
 one_line 2 "unknown option '--offline' (see --help)" "$ad" --offline

@@ -52,6 +52,7 @@ a test tells two servers of one DIR apart).  MODE:
     relisthang  as ok, but "echo" says notifications/tools/list_changed
                 before its answer, and tools/list is answered only until the
                 first call
+    longdesc    as ok, but the description of "die" is 5000 bytes long
 """
 import json
 import os
@@ -102,6 +103,8 @@ if mode == "unevaluated":  # a schema this library does not evaluate
 if mode == "schemaless":
     TOOLS.append({"name": "loose", "description": "Echo, loosely.",
                   "inputSchema": "any object"})
+if mode == "longdesc":  # a size no other allocation of the list has
+    TOOLS[4] = dict(TOOLS[4], description="Exit. " + "x" * 4994)
 if mode == "oddname":
     TOOLS.append({"name": ODD, "description": "Echo, with the name.",
                   "inputSchema": {"type": "object"}})

@@ -5,7 +5,8 @@
 # PL_PG_TEMPLATE names, below), starts it listening on a
 # Unix socket in that directory only (no TCP), runs COMMAND with
 # PL_TEST_PG_URI set to a postgresql:// URI for it (and PL_TEST_PG_RESTART
-# to a command that restarts it), then stops the server
+# to a command that restarts it, PL_TEST_PG_STOP to one that stops it, as
+# a crash would: PL_TEST_PG_RESTART starts it again), then stops the server
 # and removes the directory.  The server refuses to run as root, so as root
 # it runs as the `postgres` user the Debian package creates.  PL_PG_FSYNC
 # (on or off, default off) is the server's fsync setting.  Missing server
@@ -83,7 +84,8 @@ $as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
 PL_TEST_PG_URI="postgresql:///postgres?host=$dir&user=$user"
 # the command that restarts the server as a crash would (test_pg_restart.c)
 PL_TEST_PG_RESTART="$as $bindir/pg_ctl -D $dir/data -l $dir/log -w -t 60 -m immediate restart"
-export PL_TEST_PG_URI PL_TEST_PG_RESTART
+PL_TEST_PG_STOP="$as $bindir/pg_ctl -D $dir/data -w -t 60 -m immediate stop"
+export PL_TEST_PG_URI PL_TEST_PG_RESTART PL_TEST_PG_STOP
 set +e
 if [ -n "${PL_TEST_TIMEOUT:-}" ] && [ "$PL_TEST_TIMEOUT" -gt 40 ]; then
   exec 3<&0 # the command keeps this script's input, as in the foreground

@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* usleep() */
 #include "support.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,5 +298,65 @@ Test(api_promises, a_cancelled_suspended_run_has_no_prompt)
     cr_expect_null(ri->resume_token);
     pl_run_info_free(ri);
     pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* engine.h: max_readers above PL_MAX_READERS is PL_EINVAL, naming it, on
+ * either store, and nothing is created; the bound itself opens.  UINT_MAX
+ * made LMDB a lock file of 256 GiB (sparse), and a store that opened. */
+Test(api_promises, max_readers_past_its_bound_is_einval)
+{
+    pl_registry *reg = t_registry();
+    const char *path = t_store_path();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    pl_engine *e = NULL;
+    static const unsigned bad[] = {PL_MAX_READERS + 1, UINT_MAX};
+    for (size_t i = 0; i < 2; i++) {
+        o.max_readers = bad[i];
+        int st = pl_engine_open(&e, path, reg, &o);
+        cr_assert_eq(st, PL_EINVAL, "max_readers %u: %s: %s", bad[i],
+                     pl_status_name(st), pl_errmsg());
+        cr_assert_null(e);
+        cr_expect(strstr(pl_errmsg(), "max_readers") &&
+                      strstr(pl_errmsg(), "PL_MAX_READERS"),
+                  "%s", pl_errmsg());
+        if (!t_on_pg())
+            cr_expect_neq(access(path, F_OK), 0, "a refused open created it");
+    }
+    o.max_readers = PL_MAX_READERS;
+    o.durability = PL_DURABILITY_PROCESS;
+    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
+    pl_outcome_free(t_start(e, "echo", "{\"x\": 1}", "readers"));
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* engine.h: map_size, map_size_max and max_readers are LMDB's.  A
+ * PostgreSQL store ignores them (a map of 8 KiB that may not grow, which
+ * no LMDB store fits in, and one reader slot), and refuses, as LMDB does,
+ * a value their rules refuse. */
+Test(api_promises, lmdb_sizes_are_ignored_by_postgresql_bad_ones_refused)
+{
+    pl_registry *reg = t_registry();
+    const char *path = t_store_path();
+    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
+    o.durability = PL_DURABILITY_PROCESS;
+    o.map_size = 8192;
+    o.map_size_max = 8192;
+    o.max_readers = 1;
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, path, reg, &o);
+    if (!t_on_pg()) {
+        cr_expect_neq(st, PL_OK, "an 8 KiB map that may not grow");
+    } else {
+        cr_assert_eq(st, PL_OK, "%s: %s", pl_status_name(st), pl_errmsg());
+        pl_outcome_free(t_start(e, "echo", "{\"x\": 1}", "ignored"));
+        pl_engine_close(e);
+        e = NULL;
+    }
+    o.map_size = 16384; /* above map_size_max */
+    cr_expect_eq(pl_engine_open(&e, path, reg, &o), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "map_size_max"), "%s", pl_errmsg());
+    cr_expect_null(e);
     pl_registry_free(reg);
 }

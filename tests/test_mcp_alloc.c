@@ -39,7 +39,18 @@ bool t_alloc_fails(void)
     return true;
 }
 
-static void *hook_malloc(size_t n) { return __wrap_malloc(n); }
+/* cJSON's allocations of this size fail, the first one alone; 0: none */
+static size_t g_fail_size;
+
+static void *hook_malloc(size_t n)
+{
+    if (g_fail_size && n == g_fail_size) {
+        g_fail_size = 0;
+        g_failed = true;
+        return NULL;
+    }
+    return __wrap_malloc(n);
+}
 static void hook_free(void *p) { __wrap_free(p); }
 
 static void init(void)
@@ -159,4 +170,33 @@ Test(mcp_alloc, a_failing_allocation_while_adding_the_tools_policies_adds_none)
     pl_registry_free(F.reg);
     F.reg = NULL;
     pl_tools_free(tools);
+}
+
+/* The tool list as the server lists it is copied, page by page, before
+ * any tool is registered: a tool whose copy fails (out of memory) fails
+ * the registration.  It was left out of the list, and the others
+ * registered without it, with nothing said.  The copy of "die"'s
+ * description (tests/mcp_fake_server.py longdesc: 5000 bytes, no other
+ * allocation of the list that size; cJSON's reading of it takes 5002)
+ * is the allocation that fails. */
+Test(mcp_alloc, a_tool_whose_copy_fails_fails_the_registration)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " longdesc %s", F.dir);
+    cr_assert_eq(pl_registry_new(&F.reg), PL_OK);
+    cr_assert_eq(pl_registry_add_fn(F.reg, "use", use, NULL), PL_OK);
+    g_failed = false;
+    g_fail_size = 5001;
+    int st = add_fake(spec);
+    g_fail_size = 0;
+    cr_assert(g_failed, "the copy of the description was not made");
+    cr_expect_eq(st, PL_ENOMEM, "%s: %s (%zu tools)", pl_status_name(st),
+                 pl_errmsg(), pl_mcp_tool_count(F.mcp));
+    cr_expect_null(F.mcp);
+    cr_expect_eq(pl_registry_count(F.reg), 1);
+    pl_mcp_close(F.mcp);
+    F.mcp = NULL;
+    cr_assert_eq(add_fake(spec), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
+    cr_expect_not_null(pl_registry_find(F.reg, "fake.die"));
 }

@@ -453,6 +453,39 @@ Test(mcp, idempotent_by_name_or_hint_and_the_in_doubt_rule)
     expect_kind("fake.slow", true, PL_IN_DOUBT_SUSPEND);
 }
 
+/* pl_mcp_options.idempotent naming a tool the server does not list (a
+ * typo: "ehco") fails the registration, naming it, and registers none:
+ * it was ignored, the tool it meant registered not idempotent.  A NULL
+ * or empty name is refused before the server is started. */
+Test(mcp, an_idempotent_name_the_server_does_not_list_registers_none)
+{
+    pl_mcp_options o = quiet();
+    static const char *const typo[] = {"slow", "ehco"};
+    o.idempotent = typo;
+    o.n_idempotent = 2;
+    cr_expect_eq(register_fake("ok", &o), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "'ehco'") &&
+                  strstr(pl_errmsg(), "does not list"),
+              "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    cr_expect_eq(pl_registry_count(F.reg), 2); /* "use" and "halt" */
+    close_all();
+
+    static const char *const none[] = {"slow", ""};
+    o.idempotent = none;
+    cr_expect_eq(register_fake("ok", &o), PL_EINVAL);
+    cr_expect(strstr(pl_errmsg(), "idempotent[1]"), "%s", pl_errmsg());
+    cr_expect_null(F.mcp);
+    close_all();
+
+    static const char *const listed[] = {"slow", "echo"};
+    o.idempotent = listed;
+    cr_assert_eq(register_fake("ok", &o), PL_OK, "%s", pl_errmsg());
+    expect_kind("fake.echo", true, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.slow", true, PL_IN_DOUBT_FAIL);
+    expect_kind("fake.fail", false, PL_IN_DOUBT_FAIL);
+}
+
 /* The guide: a server that answers 2025-03-26 or 2024-11-05 is accepted,
  * and pl_mcp_protocol_version() says which; its tools are called as any. */
 Test(mcp, the_two_earlier_protocol_versions_are_accepted)

@@ -198,6 +198,152 @@ static void seen_free(seen_ids *s)
     free(s->v);
 }
 
+/* ---- --follow: where a poll can find new steps ---------------------------------- */
+
+/*
+ * Steps are only appended, each to its own ledger, and a step's key is
+ * its place in the run's tree (design.md 7.2): a ledger's next step sits
+ * after the subtree of its last one, a new callee's first step right
+ * after its action_call.  A callee's ledger grows only while its call is
+ * unanswered (a ledger's action_results answer its action_calls in the
+ * order they were made: each right after its call, or a fan-out's block
+ * after its block of calls, design.md 13); the root's may always grow.
+ * So the earliest place in tree order that a poll can find a step not
+ * printed is the least of "L:(last + 1)" over those ledgers L: --follow
+ * reads from there on (pl_run_walk_from()), not the whole run.  A result
+ * answers the earliest call left unanswered in its ledger; one with no
+ * call left (a one-step callee's own) answers none, so a call is never
+ * taken for answered too soon: at worst a poll reads from further back.
+ */
+/* An invocation path's length at most, with room for a callee one level
+ * past PL_MAX_DEPTH: "0" and a ".N" a level (N of 10 digits at most), and
+ * the NUL; a step id's, with ":SEQ". */
+#define STEP_PATH_MAX (1 + 11 * (PL_MAX_DEPTH + 2) + 1)
+#define STEP_ID_MAX (STEP_PATH_MAX + 11)
+
+typedef struct ledger_calls {
+    char *path;
+    int64_t last; /* its last seq printed; -1: none yet */
+    uint32_t *calls;
+    size_t n, cap, answered;
+} ledger_calls;
+
+typedef struct frontier {
+    ledger_calls *v;
+    size_t n, cap;
+} frontier;
+
+static ledger_calls *ledger_find(const frontier *f, const char *path)
+{
+    for (size_t i = f->n; i > 0; i--) /* the ledgers last added first */
+        if (!strcmp(f->v[i - 1].path, path))
+            return &f->v[i - 1];
+    return NULL;
+}
+
+/* Take the steps of @p r not in @p skip into @p f; false on OOM. */
+static bool frontier_add(frontier *f, const rows *r, const seen_ids *skip)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const srow *w = &r->v[i];
+        if (seen(skip, w->id))
+            continue;
+        ledger_calls *l = ledger_find(f, w->path);
+        if (!l) {
+            if (f->n == f->cap) {
+                size_t cap = f->cap ? 2 * f->cap : 16;
+                ledger_calls *v = realloc(f->v, cap * sizeof *v);
+                if (!v)
+                    return false;
+                f->v = v;
+                f->cap = cap;
+            }
+            l = &f->v[f->n];
+            memset(l, 0, sizeof *l);
+            if (!(l->path = cli_strdup(w->path)))
+                return false;
+            l->last = -1;
+            f->n++;
+        }
+        if ((int64_t)w->seq > l->last)
+            l->last = w->seq;
+        if (w->type == PL_STEP_ACTION_RESULT && l->answered < l->n)
+            l->answered++;
+        if (w->type != PL_STEP_ACTION_CALL)
+            continue;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 8;
+            uint32_t *v = realloc(l->calls, cap * sizeof *v);
+            if (!v)
+                return false;
+            l->calls = v;
+            l->cap = cap;
+        }
+        l->calls[l->n++] = w->seq;
+    }
+    return true;
+}
+
+static void frontier_free(frontier *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->v[i].path);
+        free(f->v[i].calls);
+    }
+    free(f->v);
+}
+
+/* Tree order of step (@p pa, @p sa) and (@p pb, @p sb): the paths'
+ * numbers after the root's, then the seq, compared in turn, a prefix
+ * first, as the step keys sort. */
+static unsigned long next_number(const char **p, uint32_t seq)
+{
+    if (!*p)
+        return seq;
+    char *end;
+    unsigned long x = strtoul(*p + 1, &end, 10);
+    *p = *end == '.' ? end : NULL;
+    return x;
+}
+
+static int tree_cmp(const char *pa, uint32_t sa, const char *pb, uint32_t sb)
+{
+    const char *a = strchr(pa, '.'), *b = strchr(pb, '.');
+    for (;;) {
+        bool a_seq = !a, b_seq = !b;
+        unsigned long x = next_number(&a, sa), y = next_number(&b, sb);
+        if (x != y)
+            return x < y ? -1 : 1;
+        if (a_seq || b_seq) /* a seq met: the key that ended is first */
+            return a_seq && b_seq ? 0 : a_seq ? -1 : 1;
+    }
+}
+
+/* Where the next poll reads from (see above), into @p out: the least
+ * next step of the root's ledger and of each unanswered call's callee. */
+static void frontier_from(const frontier *f, const char *root, char *out,
+                          size_t n)
+{
+    const ledger_calls *r = ledger_find(f, root);
+    char best[STEP_PATH_MAX];
+    uint32_t best_seq = r ? (uint32_t)(r->last + 1) : 0;
+    snprintf(best, sizeof best, "%s", root);
+    for (size_t i = 0; i < f->n; i++) {
+        const ledger_calls *l = &f->v[i];
+        for (size_t k = l->answered; k < l->n; k++) {
+            char callee[sizeof best];
+            snprintf(callee, sizeof callee, "%s.%u", l->path, l->calls[k]);
+            const ledger_calls *c = ledger_find(f, callee);
+            uint32_t next = c ? (uint32_t)(c->last + 1) : 0;
+            if (tree_cmp(callee, next, best, best_seq) < 0) {
+                snprintf(best, sizeof best, "%s", callee);
+                best_seq = next;
+            }
+        }
+    }
+    snprintf(out, n, "%s:%u", best, best_seq);
+}
+
 /* Print the rows that pass the filters, but those in @p skip.  @p cut:
  * the rows end where a step could not be read, so a call whose answer
  * may lie past them is not known to be in doubt, or waiting. */
@@ -345,8 +491,9 @@ int cmd_run(pl_engine *e, const opts *o)
      * and nothing changes any more; a run queued for a worker or waiting
      * for its time or an event is followed until it goes on and ends */
     seen_ids printed = {0};
+    frontier fr = {0};
     bool quiet_once = false;
-    if (!seen_add(&printed, &r)) {
+    if (!frontier_add(&fr, &r, NULL) || !seen_add(&printed, &r)) {
         cli_error("out of memory");
         rc = CLI_EXIT_STORE;
         goto followed;
@@ -364,14 +511,19 @@ int cmd_run(pl_engine *e, const opts *o)
             break;
         pl_run_info_free(ri);
         ri = next;
-        if ((st = read_rows(e, o->run, &r))) {
+        char from[STEP_ID_MAX];
+        frontier_from(&fr, "0", from, sizeof from);
+        if ((st = read_rows_from(e, o->run, from, &r))) {
             cli_error("cannot read run %s: %s", QUOTE(o->run), pl_errmsg());
             rc = CLI_EXIT_STORE;
             break;
         }
-        bool changed = r.n != printed.n;
-        if (changed && (!print_rows(o, &r, &printed, ri, NULL, false) ||
-                        !seen_add(&printed, &r))) {
+        bool changed = false;
+        for (size_t i = 0; i < r.n && !changed; i++)
+            changed = !seen(&printed, r.v[i].id);
+        if (changed &&
+            (!print_rows(o, &r, &printed, ri, NULL, false) ||
+             !frontier_add(&fr, &r, &printed) || !seen_add(&printed, &r))) {
             cli_error("out of memory");
             rc = CLI_EXIT_STORE;
             break;
@@ -393,6 +545,7 @@ int cmd_run(pl_engine *e, const opts *o)
     }
 followed:
     seen_free(&printed);
+    frontier_free(&fr);
 done:
     if (cut[0] && !rc) {
         cli_error("cannot read all of run %s: %s; the steps before it are "

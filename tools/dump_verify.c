@@ -16,6 +16,8 @@ typedef struct verify_ctx {
     pl_engine *e;
     const opts *o;
     size_t runs, faults;
+    size_t unread; /* runs not checked: the store not read (PL_ESTORE),
+                      or out of memory */
     cJSON *faults_json;
     char **ids;
     char **why; /* per id: NULL, or the listing's failure at its record */
@@ -102,6 +104,11 @@ static void fault(verify_ctx *v, const char *run, const char *msg)
     }
 }
 
+/* A check that could not be made: the store not read (a server gone,
+ * an I/O error) or out of memory.  That says nothing of the store's
+ * bytes: no fault, but the check is not whole (exit 2). */
+static bool not_read(int st) { return st == PL_ESTORE || st == PL_ENOMEM; }
+
 /* Check run @p id; false when it is gone: deleted since it was listed
  * (a prune, a retention rule in another process), which is neither a run
  * checked nor a fault. */
@@ -110,6 +117,12 @@ static bool verify_one(verify_ctx *v, const char *id)
     int st = pl_run_verify(v->e, id);
     if (st == PL_ENOTFOUND)
         return false;
+    if (not_read(st)) {
+        v->unread++;
+        cli_error("cannot check run %s: %s: %s", QUOTE(id), pl_strerror(st),
+                  pl_errmsg());
+        return true;
+    }
     v->runs++;
     if (st == PL_OK) {
         if (v->o->format == FMT_TEXT)
@@ -150,6 +163,11 @@ static void list_all(verify_ctx *v)
         return;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
+    if (not_read(st)) { /* no damage found: the list is not whole */
+        v->unread++;
+        cli_error("cannot list the runs: %s", msg);
+        return;
+    }
     char whole[1100];
     snprintf(whole, sizeof whole, "the run list: %s", msg);
     fault(v, NULL, whole);
@@ -169,7 +187,10 @@ static void list_all(verify_ctx *v)
     snprintf(msg, sizeof msg, "%s: %s", pl_strerror(st), pl_errmsg());
     /* 1: down to the last run listed; the same damage met from the other
      * side is said once */
-    if (st && st != 1 && strcmp(msg, v->list_fault)) {
+    if (st && st != 1 && not_read(st)) {
+        v->unread++;
+        cli_error("cannot list the runs from their end: %s", msg);
+    } else if (st && st != 1 && strcmp(msg, v->list_fault)) {
         snprintf(whole, sizeof whole, "the run list, from its end: %s", msg);
         fault(v, NULL, whole);
     }
@@ -220,12 +241,17 @@ int cmd_verify(pl_engine *e, const opts *o)
         }
     }
     if (o->format == FMT_TEXT) {
-        printf("%zu run(s) checked, %zu fault(s)\n", v.runs, v.faults);
+        printf("%zu run(s) checked, %zu fault(s)", v.runs, v.faults);
+        if (v.unread)
+            printf(", %zu could not be read: the check is not whole", v.unread);
+        printf("\n");
     } else if (o->format == FMT_JSON) {
         cJSON *doc = cJSON_CreateObject();
         if (doc) {
             cJSON_AddNumberToObject(doc, "runs_checked", (double)v.runs);
             cJSON_AddNumberToObject(doc, "fault_count", (double)v.faults);
+            if (v.unread) /* the document of a whole check as it was */
+                cJSON_AddNumberToObject(doc, "not_read", (double)v.unread);
             cJSON_AddItemToObject(doc, "faults", v.faults_json);
             v.faults_json = NULL;
             cli_json_document(stdout, doc);
@@ -239,7 +265,8 @@ int cmd_verify(pl_engine *e, const opts *o)
     }
     free(v.ids);
     free(v.why);
+    /* damage found is the answer, whatever could not be read besides */
     if (v.faults)
         return CLI_EXIT_FAULT;
-    return v.oom ? CLI_EXIT_STORE : CLI_EXIT_OK;
+    return v.oom || v.unread ? CLI_EXIT_STORE : CLI_EXIT_OK;
 }

@@ -207,8 +207,13 @@ static int rows_visit(const pl_step *s, void *user)
 /* Read every step of a run into @p r.  Returns a pl_status. */
 int read_rows(pl_engine *e, const char *run, rows *r)
 {
+    return read_rows_from(e, run, NULL, r);
+}
+
+int read_rows_from(pl_engine *e, const char *run, const char *from, rows *r)
+{
     rows_free(r);
-    int st = pl_run_walk(e, run, rows_visit, r);
+    int st = pl_run_walk_from(e, run, from, rows_visit, r);
     if (r->oom)
         return pl_errorf(PL_ENOMEM, "out of memory reading run '%s'", run);
     return st;

@@ -60,6 +60,9 @@ void rows_free(rows *r);
 bool rows_add(rows *r, const pl_step *s, bool payload);
 /* Read every step of run @p run into @p r (emptied first).  A pl_status. */
 int read_rows(pl_engine *e, const char *run, rows *r);
+/* The same from step @p from on, in tree order (pl_run_walk_from(); NULL:
+ * the whole run). */
+int read_rows_from(pl_engine *e, const char *run, const char *from, rows *r);
 /* Does @p path lie at or below @p top? */
 bool under(const char *path, const char *top);
 

@@ -192,6 +192,12 @@ int pl_engine_open(pl_engine **out, const char *path,
                        "pl_engine_open: map_size %zu is larger than "
                        "map_size_max %zu, the most the map may grow to",
                        opts->map_size, opts->map_size_max);
+    /* LMDB sizes its lock file by it: UINT_MAX slots are 256 GiB */
+    if (opts->max_readers > PL_MAX_READERS)
+        return pl__err(PL_EINVAL,
+                       "pl_engine_open: max_readers %u is more than "
+                       "PL_MAX_READERS, %u",
+                       opts->max_readers, PL_MAX_READERS);
     const char *host_id = opts->host_id;
     unsigned lease_ms = opts->lease_ms;
     if (!host_id)

@@ -200,17 +200,29 @@ int pl_durability_parse(pl_durability *out, const char *name);
  *  longest age pl_engine_prune() takes, some 146,000 years. */
 #define PL_RETAIN_MS_MAX ((uint64_t)INT64_MAX / 2000)
 
+/** The most reader slots an engine takes (pl_engine_options.max_readers):
+ *  LMDB's lock file holds 64 bytes a slot, 4 MiB at this bound.  Each
+ *  read transaction open at once, in every process of the store, holds
+ *  one; more is PL_EINVAL (UINT_MAX made a lock file of 256 GiB). */
+#define PL_MAX_READERS 65536u
+
 /** Engine options.  Initialise with PL_ENGINE_OPTIONS_INIT. */
 typedef struct pl_engine_options {
     unsigned version;          /**< PL_ENGINE_OPTIONS_VERSION */
     pl_durability durability;  /**< default PL_DURABILITY_SYNC */
+    /* map_size, map_size_max and max_readers are LMDB's: a PostgreSQL
+     * store has no map and no reader table, and ignores them, as it
+     * ignores a value LMDB would take; a value their rules refuse
+     * (map_size above map_size_max, max_readers above PL_MAX_READERS) is
+     * PL_EINVAL on either store, before anything is opened. */
     size_t map_size;           /**< initial map size; 0 = 64 MiB, or
                                     map_size_max when that is smaller;
                                     one the process cannot map is
                                     PL_ENOMEM, naming it */
     size_t map_size_max;       /**< growth limit; 0 = no limit; a
                                     map_size above it is PL_EINVAL */
-    unsigned max_readers;      /**< LMDB reader slots; 0 = 126 */
+    unsigned max_readers;      /**< LMDB reader slots; 0 = 126; at
+                                    most PL_MAX_READERS */
     size_t max_payload;        /**< largest encoded payload; 0 = 16 MiB;
                                     at most 1 GiB (more is PL_EINVAL) */
     pl_event_fn on_event;      /**< may be NULL */
@@ -308,7 +320,8 @@ typedef struct pl_engine_options {
  *                      while the engine runs.
  * @param opts          NULL for defaults.
  * @return PL_OK; PL_EINVAL (also max_payload over 1 GiB, a retention age
- *         past PL_RETAIN_MS_MAX, a map_size above map_size_max); PL_EBUSY (this
+ *         past PL_RETAIN_MS_MAX, a map_size above map_size_max,
+ *         max_readers above PL_MAX_READERS); PL_EBUSY (this
  *         process has the LMDB store open already; a PostgreSQL store
  *         may be opened by many engines); PL_EVERSION (store written
  *         by an unknown format); PL_ECORRUPT (not a policyledger store:

@@ -355,7 +355,11 @@ static int list_tools(cJSON **out, pl_mcp *m, int64_t deadline)
                              m->name, MAX_TOOLS);
                 break;
             }
-            cJSON_AddItemToArray(*out, cJSON_Duplicate(it, 1));
+            /* a tool lost here would be a tool never registered */
+            if (!cJSON_AddItemToArray(*out, cJSON_Duplicate(it, 1))) {
+                st = PL_ENOMEM;
+                break;
+            }
         }
         const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r, "nextCursor");
         if (!st && nc && !cJSON_IsNull(nc) && !cJSON_IsString(nc))
@@ -477,6 +481,20 @@ static int register_tools(pl_mcp *m, pl_registry *reg, const cJSON *list,
             pl_schema_free(s);
         }
         i++;
+    }
+    /* a tool named idempotent that the server does not list: a typo, or
+     * a server that is not the one meant; registering the others as if
+     * it were listed would run it (once the server lists it) without the
+     * rule asked for */
+    for (size_t k = 0; !st && k < o->n_idempotent; k++) {
+        size_t j = 0;
+        while (j < n && strcmp(m->tools[j].name, o->idempotent[k]) != 0)
+            j++;
+        if (j == n)
+            st = pl__err(PL_EINVAL,
+                         "MCP server %s: pl_mcp_options.idempotent names "
+                         "'%.80s', a tool the server does not list",
+                         m->name, o->idempotent[k]);
     }
     m->n_tools = st ? 0 : n;
     /* all or none: a policy added before one that fails (out of memory)
@@ -610,6 +628,10 @@ static int check_options(const pl_mcp_options *o)
                        "pl_mcp_options: max_message_bytes past 256 MiB");
     if ((o->n_env && !o->env) || (o->n_idempotent && !o->idempotent))
         return pl__err(PL_EINVAL, "pl_mcp_options: a count without its list");
+    for (size_t i = 0; i < o->n_idempotent; i++)
+        if (!o->idempotent[i] || !*o->idempotent[i])
+            return pl__err(PL_EINVAL,
+                           "pl_mcp_options: idempotent[%zu] names no tool", i);
     if (o->in_doubt != PL_IN_DOUBT_RERUN && o->in_doubt != PL_IN_DOUBT_FAIL &&
         o->in_doubt != PL_IN_DOUBT_SUSPEND)
         return pl__err(PL_EINVAL, "pl_mcp_options: bad in_doubt");

@@ -12,6 +12,9 @@
  *       before each call, and after the first call waiting until the file
  *       GATE exists (at most a minute): a writer another process can
  *       follow, which goes on only when the follower is there.
+ *   dump_fixture STORE bursts RUN_ID CALLS PER DELAY_MS GATE
+ *       as slow, but sleeping DELAY_MS only before every PER calls: a
+ *       long run that grows in bursts while it is followed.
  *   dump_fixture STORE fan RUN_ID DELAY_MS GATE
  *       as slow, but after its first call (and the gate) the root calls
  *       two "ticker"s at once (pl_ctx_call_all()), each calling "leaf" 6
@@ -192,10 +195,13 @@ static int slow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(a->payload, "calls");
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(a->payload, "per");
     int calls = cJSON_IsNumber(n) ? n->valueint : 0;
+    int burst = cJSON_IsNumber(per) && per->valueint > 0 ? per->valueint : 1;
     for (int i = 0; i < calls; i++) {
         struct timespec ts = {g_delay_ms / 1000, (g_delay_ms % 1000) * 1000000};
-        nanosleep(&ts, NULL);
+        if (i % burst == 0)
+            nanosleep(&ts, NULL);
         int st = invoke_n(ctx, "leaf", i);
         if (st)
             return st;
@@ -361,7 +367,8 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: dump_fixture STORE build | STORE slow ID "
-                        "CALLS DELAY_MS GATE\n");
+                        "CALLS DELAY_MS GATE | STORE bursts ID CALLS PER "
+                        "DELAY_MS GATE\n");
         return 1;
     }
     const char *path = argv[1];
@@ -369,9 +376,10 @@ int main(int argc, char **argv)
     pl_engine *e = NULL;
     int rc = 0;
     bool fanned = !strcmp(argv[2], "fan") && argc == 6;
-    if ((!strcmp(argv[2], "slow") && argc == 7) || fanned) {
-        g_delay_ms = strtol(argv[fanned ? 4 : 5], NULL, 10);
-        g_gate = argv[fanned ? 5 : 6];
+    bool bursts = !strcmp(argv[2], "bursts") && argc == 8;
+    if ((!strcmp(argv[2], "slow") && argc == 7) || fanned || bursts) {
+        g_delay_ms = strtol(argv[argc - 2], NULL, 10);
+        g_gate = argv[argc - 1];
         if (pl_engine_open(&e, path, reg, NULL)) {
             fprintf(stderr, "open: %s\n", pl_errmsg());
             return 1;
@@ -379,6 +387,8 @@ int main(int argc, char **argv)
         cJSON *p = cJSON_CreateObject();
         if (!fanned)
             cJSON_AddNumberToObject(p, "calls", strtol(argv[4], NULL, 10));
+        if (bursts)
+            cJSON_AddNumberToObject(p, "per", strtol(argv[5], NULL, 10));
         rc = start(e, argv[3], fanned ? "fan" : "slow", p, PL_RUN_COMPLETED);
         cJSON_Delete(p);
         pl_engine_close(e);

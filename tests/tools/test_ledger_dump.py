@@ -772,6 +772,26 @@ class FollowTest(Base):
                              r["type"] == "action_result"), 8)
         self.assertIn("is completed", err)
 
+    def test_follow_a_run_that_grows_in_bursts(self):
+        """A long run appended in bursts (40 calls, then 300 ms, more than
+        a poll): each poll reads only from where a new step can be, not
+        the whole run again, and the lines are still the run's, each once,
+        in the store's order."""
+        store = os.path.join(self.tmp, "bursts")
+        gate = os.path.join(self.tmp, "bursts-go")
+        os.mkdir(store)
+        before, rows, err = self.follow(
+            store, "r-bursts", [FIXTURE, store, "bursts", "r-bursts", "400",
+                                "40", "300", gate], gate)
+        final = jsonl(self.ok(store, "--run", "r-bursts", "--format",
+                              "jsonl"))
+        self.assertEqual(rows, final)
+        self.assertEqual(rows[:len(before)], before)
+        self.assertEqual(sum(1 for r in rows if r["path"] == "0" and
+                             r["type"] == "action_result"), 400)
+        self.assertEqual(rows[-1]["payload"], {"text": "slow done"})
+        self.assertIn("is completed", err)
+
     def test_follow_a_fan_out(self):
         """Two callees at once append their steps interleaved, not in tree
         order: each step is printed once, none is left out."""

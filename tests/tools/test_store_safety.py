@@ -17,8 +17,10 @@ usage: test_store_safety.py --dump D --replay R --probe P --fixture F
   make none; the modes that need a store refuse a missing one.
 """
 import argparse
+import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -583,6 +585,57 @@ class Pg(unittest.TestCase):
             print(err.strip())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_verify_that_loses_the_server_is_exit_2(self):
+        """ledger-dump --verify whose server stops answering midway could
+        not check the runs left: each is named on stderr, none is a fault,
+        and the exit status is 2 (could not do it), not 3 (damage found).
+        They were each printed as a FAULT (PL_ESTORE), exit 3: a store
+        that could not be read taken for a store found damaged.  The check
+        is held on a full pipe (it lists every run before it checks the
+        first) while the server stops."""
+        store = self.store("gone")
+        rc, _, err = run(A.fixture, store, "many", "800")
+        self.assertEqual(rc, 0, err)
+        r, w = os.pipe()
+        self.assertEqual(fcntl.fcntl(w, 1031, 4096), 4096)  # F_SETPIPE_SZ
+        errf = tempfile.TemporaryFile()  # a line a run: more than a pipe
+        p = subprocess.Popen([A.dump, store, "--verify"], stdout=w,
+                             stderr=errf)
+        os.close(w)
+        try:
+            with os.fdopen(r, "rb") as reader:
+                while True:  # until the pipe is full: it waits to write
+                    held = bytearray(4)
+                    fcntl.ioctl(reader.fileno(), 0x541B, held)  # FIONREAD
+                    if int.from_bytes(held, sys.byteorder) >= 4096:
+                        break
+                    self.assertIsNone(p.poll(), "it did not wait to write")
+                    time.sleep(0.01)
+                subprocess.run(os.environ["PL_TEST_PG_STOP"], shell=True,
+                               check=True, timeout=120,
+                               stdout=subprocess.DEVNULL)
+                out = reader.read().decode()
+            rc = p.wait(timeout=120)
+            errf.seek(0)
+            err = errf.read().decode()
+        finally:
+            errf.close()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            subprocess.run(os.environ["PL_TEST_PG_RESTART"], shell=True,
+                           check=True, timeout=120,
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # "not running"
+        self.assertEqual(rc, 2, out[-300:] + err[-600:])
+        self.assertNotIn("FAULT", out)
+        self.assertIn('cannot check run "m-', err)
+        m = re.search(r"(\d+) run\(s\) checked, 0 fault\(s\), (\d+) could "
+                      r"not be read: the check is not whole", out)
+        self.assertTrue(m, out[-300:])
+        self.assertEqual(int(m.group(1)) + int(m.group(2)), 800, m.group(0))
+        self.assertGreater(int(m.group(2)), 0)
 
     def test_foreign_schema_is_never_written(self):
         self.sql("CREATE SCHEMA other; CREATE TABLE other.things (x int); "
