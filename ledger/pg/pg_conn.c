@@ -8,7 +8,8 @@
  * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
  * up to 63 bytes, no pg_; default `policyledger`) and `answer_timeout_ms=N`
  * (how long a statement waits for the server's answer, pg_wait.c: 1 to
- * 86,400,000; 0 or absent, 30,000), cut before libpq sees them.  libpq's
+ * 86,400,000; absent, 30,000; anything else, 0 included, PL_EINVAL), cut
+ * before libpq sees them.  libpq's
  * connect_timeout is 30 s unless the URI sets it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
@@ -569,19 +570,23 @@ static int check_conninfo(const pl__pg_store *s, const char *conninfo)
     return st;
 }
 
-/* answer_timeout_ms=N (see URI above): 0 is the default. */
+/* answer_timeout_ms=N (see URI above): 1 to ANSWER_MS_MAX, in decimal
+ * digits alone (leading zeros read).  0 is refused: PostgreSQL's own
+ * timeouts (statement_timeout, connect_timeout) read it as "no bound",
+ * which this one never is; absent is the default. */
 static int answer_ms(pl__pg_store *s, const char *v, size_t n)
 {
     unsigned long ms = 0;
     size_t i = 0;
-    for (; i < n && i < 9 && v[i] >= '0' && v[i] <= '9'; i++)
+    for (; i < n && v[i] >= '0' && v[i] <= '9' && ms <= ANSWER_MS_MAX; i++)
         ms = ms * 10 + (unsigned long)(v[i] - '0');
-    if (!n || i != n || ms > ANSWER_MS_MAX)
+    if (!n || i != n || !ms || ms > ANSWER_MS_MAX)
         return pl__err(PL_EINVAL,
-                       "store '%s': answer_timeout_ms must be a number of "
-                       "milliseconds from 0 (the default, %d) to %d",
-                       s->path, ANSWER_MS_DEFAULT, ANSWER_MS_MAX);
-    s->answer_ms = ms ? (int)ms : ANSWER_MS_DEFAULT;
+                       "store '%s': answer_timeout_ms '%.*s' is not a number "
+                       "of milliseconds from 1 to %d (absent: %d)",
+                       s->path, (int)(n < 32 ? n : 32), v, ANSWER_MS_MAX,
+                       ANSWER_MS_DEFAULT);
+    s->answer_ms = (int)ms;
     return PL_OK;
 }
 
