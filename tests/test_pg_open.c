@@ -275,3 +275,33 @@ Test(pg_open, a_bad_answer_timeout_is_the_callers_error)
     }
     pl_registry_free(reg);
 }
+
+/* A libpq option libpq refuses (a value it does not know, a parameter it
+ * does not have) is the caller's error, PL_EINVAL with libpq's reason,
+ * not a store that failed (PL_ESTORE), and nothing is made; a server
+ * that is not there stays PL_ESTORE. */
+Test(pg_open, a_bad_libpq_option_is_the_callers_error)
+{
+    pl_registry *reg = t_registry();
+    open_refused(reg, "&sslmode=bogus", PL_EINVAL, "sslmode");
+    open_refused(reg, "&sslmode=bogus", PL_EINVAL, "bogus");
+    open_refused(reg, "&gssencmode=never", PL_EINVAL, "gssencmode");
+    open_refused(reg, "&target_session_attrs=any-old", PL_EINVAL,
+                 "target_session_attrs");
+    open_refused(reg, "&no_such_option=1", PL_EINVAL, "no_such_option");
+    open_refused(reg, "&port=5432,5433", PL_EINVAL, "port");
+    open_refused(reg, "&service=pl_no_such_service", PL_EINVAL,
+                 "pl_no_such_service");
+    /* a valid option whose server is not there: the store failed */
+    pl_engine *e = NULL;
+    cr_expect_eq(pl_engine_open(&e,
+                                "postgresql:///postgres?host=/nonexistent-dir"
+                                "&sslmode=prefer",
+                                reg, NULL),
+                 PL_ESTORE, "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "cannot connect") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM pg_namespace WHERE "
+                             "nspname = 't_badopt'"),
+                 0, "a refused open made the store");
+    pl_registry_free(reg);
+}

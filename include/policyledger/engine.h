@@ -301,8 +301,11 @@ typedef struct pl_engine_options {
  *                      fails the call with PL_ESTORE ("did not answer in
  *                      N ms") and the connection is dropped.  libpq's
  *                      connect_timeout is 30 s unless the URI sets one.
- *                      A URI libpq cannot parse, or a bad schema name,
- *                      is PL_EINVAL before any connection.  A library
+ *                      A URI libpq cannot parse, a bad schema name, or a
+ *                      connection option libpq refuses (an unknown
+ *                      parameter, a value such as sslmode=bogus) is
+ *                      PL_EINVAL, with libpq's reason, before any
+ *                      connection.  A library
  *                      built without PostgreSQL (PL_WITH_POSTGRESQL=OFF)
  *                      refuses such a URI with PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change
