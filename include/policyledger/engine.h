@@ -299,7 +299,8 @@ typedef struct pl_engine_options {
  *                      30000; 0, or anything but such a number, is
  *                      PL_EINVAL naming it): a server that stops answering
  *                      fails the call with PL_ESTORE ("did not answer in
- *                      N ms") and the connection is dropped.  libpq's
+ *                      N ms"), its statement is cancelled and the
+ *                      connection dropped.  libpq's
  *                      connect_timeout is 30 s unless the URI sets one.
  *                      A URI libpq cannot parse, a bad schema name, or a
  *                      connection option libpq refuses (an unknown
