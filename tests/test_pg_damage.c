@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <time.h>
 
 TestSuite(pg_damage, .fini = t_cleanup, .timeout = 120);
 
@@ -99,4 +101,85 @@ Test(pg_damage, a_store_missing_a_table_is_corrupt_read_only_too)
         free(uri);
     }
     pl_registry_free(reg);
+}
+
+/* A worker on a thread, its counts kept (t_worker keeps none). */
+typedef struct counted {
+    pl_engine *e;
+    uint64_t completed, failed, skipped;
+    int rc;
+} counted;
+
+static void *counted_main(void *arg)
+{
+    counted *w = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.poll_ms = 10;
+    o.completed = &w->completed;
+    o.failed = &w->failed;
+    o.skipped = &w->skipped;
+    w->rc = pl_worker_run(w->e, &o);
+    return NULL;
+}
+
+/* Queue run "dq" in store @p schema (leases of 100 ms), damage it with
+ * @p damage, and let a worker run for 30 of its leases' lengths: it must
+ * take the run once, count it not executed once, and drop its lease, so
+ * that no worker takes it again at each expiry. */
+static void damaged_queued(const char *schema, const char *damage)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.lease_ms = 100;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, &eo), PL_OK, "%s", pl_errmsg());
+    cJSON *p = t_json("{\"n\": 3}");
+    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "dq";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pg_admin_exec(damage);
+    counted w = {.e = e};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, counted_main, &w), 0);
+    struct timespec leases = {3, 0}; /* 30 leases of 100 ms */
+    nanosleep(&leases, NULL);
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(w.rc, PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(w.skipped, 1, "%s: taken %llu times", schema,
+                 (unsigned long long)w.skipped);
+    cr_expect_eq(w.completed, 0);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.leases WHERE id = 'dq'",
+             schema);
+    cr_expect_eq(t_pg_number(sql), 0, "%s: its lease is still there", schema);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/*
+ * A queued run that cannot be read (its root record, or its state
+ * record, damaged) is taken once and set aside, reported once: a worker
+ * took it again at each expiry of its lease, for ever, and counted it
+ * not executed each time.  Its root record damaged, its state is written
+ * failed (PL_ECORRUPT, its reason naming it); its state damaged, it keeps
+ * it, for pl_run_verify() and ledger-dump to report.
+ */
+Test(pg_damage, a_damaged_queued_run_is_taken_once)
+{
+    damaged_queued("d_info",
+                   "UPDATE d_info.runs SET info = '\\xdeadbeef'::bytea "
+                   "WHERE id = 'dq'::bytea; CREATE TABLE d_info.before AS "
+                   "SELECT run, v FROM d_info.state");
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_info.state s JOIN "
+                             "d_info.before b USING (run) WHERE s.v <> b.v"),
+                 1, "its state was not written failed");
+    damaged_queued("d_state",
+                   "UPDATE d_state.state SET v = '\\xdeadbeef'::bytea "
+                   "WHERE run = (SELECT num FROM d_state.runs WHERE id = "
+                   "'dq'::bytea)");
 }

@@ -659,11 +659,13 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
         pl__buf claimed = {0};
         bool drop = false;
         int fst;
-        if (!x.has_info || !x.has_state)
+        if (!x.has_info || !x.has_state) {
+            /* never runnable: its lease dropped, not taken again */
             fst = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
                           x.t.lease.id, (unsigned long long)x.t.lease.run,
                           x.has_info ? "state" : "info");
-        else {
+            drop = true;
+        } else {
             x.t.info = x.info.data;
             x.t.info_len = x.info.len;
             x.t.state = x.state.data;
