@@ -183,3 +183,93 @@ Test(pg_damage, a_damaged_queued_run_is_taken_once)
                    "WHERE run = (SELECT num FROM d_state.runs WHERE id = "
                    "'dq'::bytea)");
 }
+
+/* ---- a run queued while a take reads ------------------------------------- */
+
+/* A take by "w2" on a thread of its own, its claim writing the state as it
+ * was. */
+typedef struct taking {
+    pl__pg_store *s;
+    pl__lease l;
+    bool taken;
+    int rc, calls;
+    char msg[PL__ERRMSG_MAX];
+} taking;
+
+static int claim_as_is(const pl__taken *t, pl__buf *state, bool *drop,
+                       void *user)
+{
+    (void)drop;
+    ((taking *)user)->calls++;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* @p sql on the admin connection @p c, which keeps its session's locks */
+static void on_admin(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+static void *take_main(void *arg)
+{
+    taking *x = arg;
+    x->rc = pl__pg_take(x->s, "w2", 60000000, claim_as_is, x, &x->l, &x->taken);
+    pl__errmsg_save(x->msg);
+    return NULL;
+}
+
+/*
+ * A run queued while a take's statement runs: the statement reads the
+ * run's records as of its start, pl_take() (the walk past a full key's
+ * head) the newest, so it can take a run whose records the statement does
+ * not see.  Here the take waits, its statement begun, on a lock the test
+ * holds (a trigger on the leases, of the take's statement alone), while
+ * run "late" is queued behind k's head, k's one place held.  The take
+ * must get "late" whole: it said the run had no info record, and dropped
+ * its lease as a damaged run's, so that no worker ever took it (a worker
+ * test's run queued behind a full key never completed).
+ */
+Test(pg_damage, a_run_queued_during_a_take_is_taken_whole)
+{
+    pl__pg_store *s = pg_store("d_late"), *s2 = pg_store("d_late");
+    leased_keyed_run(s, "k-held", "k");
+    made_run(s, "k-next", "", "k");
+    pg_admin_exec("CREATE FUNCTION d_late.gate() RETURNS trigger LANGUAGE "
+                  "plpgsql AS $f$ BEGIN IF current_query() LIKE '%pl_take(%' "
+                  "THEN PERFORM pg_advisory_lock(7); PERFORM "
+                  "pg_advisory_unlock(7); END IF; RETURN NULL; END $f$; "
+                  "CREATE TRIGGER gate BEFORE UPDATE ON d_late.leases FOR "
+                  "EACH STATEMENT EXECUTE FUNCTION d_late.gate()");
+    PGconn *c = t_pg_admin();
+    on_admin(c, "SELECT pg_advisory_lock(7)");
+    taking x = {.s = s};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, take_main, &x), 0);
+    long long waiting = 0;
+    for (int i = 0; i < 2400 && !waiting; i++) {
+        waiting = t_pg_number("SELECT count(*) FROM pg_locks WHERE locktype "
+                              "= 'advisory' AND objid = 7 AND NOT granted");
+        if (!waiting) {
+            struct timespec ts = {0, 25000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert(waiting, "the take never reached the gate");
+    made_run(s2, "late", "", NULL);
+    on_admin(c, "SELECT pg_advisory_unlock(7)");
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    PQfinish(c);
+    cr_expect_eq(x.rc, PL_OK, "%s", x.msg);
+    cr_expect(x.taken);
+    cr_expect_str_eq(x.l.id, "late");
+    cr_expect_eq(x.calls, 1);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_late.leases WHERE id = "
+                             "'late' AND owner = 'w2'"),
+                 1, "its lease is gone");
+    pl__pg_close(s2);
+    pl__pg_close(s);
+}
