@@ -5,7 +5,8 @@
  * The one file of the library that needs _GNU_SOURCE.
  */
 #define _GNU_SOURCE /* syscall, gethostname, getrandom, MAP_STACK, dladdr,
-                       pthread_getattr_np, pthread_rwlockattr_setkind_np */
+                       pthread_getattr_np, pthread_rwlockattr_setkind_np,
+                       _Fork */
 #include "platform.h"
 
 #include <dlfcn.h>
@@ -25,6 +26,8 @@
 #include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -170,6 +173,37 @@ void pl__child_exec(pid_t parent, int in, int out, int err, int dirfd,
     ssize_t w = write(errfd, &e, sizeof e);
     (void)w;
     _exit(127);
+}
+
+bool pl__child_errand(void (*fn)(void *), void *arg, unsigned bound_ms)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+    pid_t pid = _Fork();
+#else
+    pid_t pid = fork();
+#endif
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        fn(arg);
+        _exit(0);
+    }
+    uint64_t end = pl__mono_ns() + (uint64_t)bound_ms * 1000000u;
+    for (;;) {
+        pid_t w = waitpid(pid, NULL, WNOHANG);
+        if (w == pid) /* or reaped by another (SIGCHLD ignored): gone */
+            return true;
+        if (w < 0 && errno != EINTR)
+            return true;
+        if (pl__mono_ns() >= end)
+            break;
+        struct timespec nap = {0, 1000000}; /* 1 ms */
+        nanosleep(&nap, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return false;
 }
 
 /* ---- randomness ---------------------------------------------------------- */

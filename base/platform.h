@@ -12,6 +12,7 @@
  *   | a writer-first rwlock   | pthread_rwlockattr_setkind_np()             |
  *   | who defines a symbol    | dlsym(3), dladdr(3)                         |
  *   | a command's child       | prctl(PR_SET_PDEATHSIG), close_range(2)     |
+ *   | a bounded errand child  | _Fork() (glibc 2.34: no atfork handlers)    |
  *   | freed pages back now    | malloc_trim(3) (glibc; elsewhere nothing)   |
  *   | a file mapping's bounds | /proc/self/maps                             |
  *   | fibers                  | ucontext (getcontext, makecontext,          |
@@ -106,6 +107,21 @@ PL__HIDDEN bool pl__child_prepare(pid_t parent);
 PL__HIDDEN _Noreturn void pl__child_exec(pid_t parent, int in, int out, int err,
                                          int dirfd, int errfd,
                                          char *const *argv, char **env);
+
+/*
+ * Run @p fn(@p arg) in a child process and wait for it at most
+ * @p bound_ms: past that the child is killed (SIGKILL) and reaped.  For an
+ * errand that may block on something outside (a socket to a server that
+ * stopped answering) and must never hold the caller longer.  @p fn runs
+ * in a child of a process that may have threads: it makes
+ * async-signal-safe calls only, and returns (the child then _exit()s).
+ * The child is made without the process's atfork handlers (which take
+ * locks another thread may hold).  true when the child ended by itself
+ * (returned, or died) within the bound; false when it was killed, or
+ * could not be made.
+ */
+PL__HIDDEN bool pl__child_errand(void (*fn)(void *), void *arg,
+                                 unsigned bound_ms);
 
 /* ---- randomness ---------------------------------------------------------- */
 

@@ -1,8 +1,8 @@
 /*
  * support_pg_store.h -- what test_pg.c, test_pg_plans.c and test_pg_fork.c
- * share (and test_pg_engine.c, test_pg_pairs.c): a store opened, a
- * statement of the test's own, a step's key, the steps a run has, the
- * store's counts, a run made with a lease.
+ * share (and test_pg_engine.c, test_pg_pairs.c, test_pg_damage.c): a
+ * store opened, a statement of the test's own, a step's key, the steps a
+ * run has, the store's counts, a run made with a lease or queued.
  */
 #ifndef PL_SUPPORT_PG_STORE_H
 #define PL_SUPPORT_PG_STORE_H
@@ -82,17 +82,18 @@ static inline pl__pg_counts counts(void)
     return c;
 }
 
-/* A leased run "id" of store @p s, its lease's generation 1, with
- * concurrency key @p key (limit 1; NULL: none). */
-static inline uint64_t leased_keyed_run(pl__pg_store *s, const char *id,
-                                        const char *key)
+/* A run "id" of store @p s with concurrency key @p key (limit 1; NULL:
+ * none): leased to @p owner (generation 1, for 600 s), or queued ("": a
+ * lease nobody holds). */
+static inline uint64_t made_run(pl__pg_store *s, const char *id,
+                                const char *owner, const char *key)
 {
     pl__buf info = {0};
     cr_assert_eq(pl__buf_append(&info, "info", 4), PL_OK);
     pl__batch a = {0};
     a.create_id = id;
     a.create_info = &info;
-    a.lease_owner = "w1";
+    a.lease_owner = owner;
     a.lease_us = 600 * 1000000LL;
     a.flow_key = key;
     a.flow_limit = key ? 1 : 0;
@@ -103,6 +104,14 @@ static inline uint64_t leased_keyed_run(pl__pg_store *s, const char *id,
     pl__batch_free(&a);
     pl__buf_free(&info);
     return a.run;
+}
+
+/* A leased run "id" of store @p s, its lease's generation 1, with
+ * concurrency key @p key (limit 1; NULL: none). */
+static inline uint64_t leased_keyed_run(pl__pg_store *s, const char *id,
+                                        const char *key)
+{
+    return made_run(s, id, "w1", key);
 }
 
 /* A leased run "id" of store @p s, its lease's generation 1. */

@@ -2,8 +2,11 @@
  * test_pg_damage.c -- rows of the PostgreSQL store edited behind its back
  * (with SQL, as psql would), read through the run operations the guide
  * says work on both stores: each damage is reported, never read as if
- * the run were whole.  test_pg_stepflip.c flips bits of every column;
- * test_store_damage.c does the same as here to LMDB records.
+ * the run were whole; and what a worker or a verify makes of a queued
+ * run damaged, or without its lease (and a worker of one whole that its
+ * take's statement began too early to see).  test_pg_stepflip.c flips
+ * bits of every column; test_store_damage.c does the same as here to
+ * LMDB records.
  */
 #include "support.h"
 #include "support_pg_store.h"
@@ -11,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
 
 TestSuite(pg_damage, .fini = t_cleanup, .timeout = 120);
 
@@ -99,4 +105,238 @@ Test(pg_damage, a_store_missing_a_table_is_corrupt_read_only_too)
         free(uri);
     }
     pl_registry_free(reg);
+}
+
+/* A worker on a thread, its counts kept (t_worker keeps none). */
+typedef struct counted {
+    pl_engine *e;
+    uint64_t completed, failed, skipped;
+    int rc;
+} counted;
+
+static void *counted_main(void *arg)
+{
+    counted *w = arg;
+    pl_worker_options o = PL_WORKER_OPTIONS_INIT;
+    o.poll_ms = 10;
+    o.completed = &w->completed;
+    o.failed = &w->failed;
+    o.skipped = &w->skipped;
+    w->rc = pl_worker_run(w->e, &o);
+    return NULL;
+}
+
+/* Queue run "dq" in store @p schema (leases of 100 ms), damage it with
+ * @p damage, and let a worker run for 30 of its leases' lengths: it must
+ * take the run once, count it not executed once, and drop its lease, so
+ * that no worker takes it again at each expiry. */
+static void damaged_queued(const char *schema, const char *damage)
+{
+    char *uri = t_pg_store_uri(schema);
+    pl_registry *reg = t_registry();
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.lease_ms = 100;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, uri, reg, &eo), PL_OK, "%s", pl_errmsg());
+    cJSON *p = t_json("{\"n\": 3}");
+    pl_action a = {PL_ACTION_VERSION, "chain", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "dq";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    pg_admin_exec(damage);
+    counted w = {.e = e};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, counted_main, &w), 0);
+    struct timespec leases = {3, 0}; /* 30 leases of 100 ms */
+    nanosleep(&leases, NULL);
+    pl_worker_stop(e);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(w.rc, PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(w.skipped, 1, "%s: taken %llu times", schema,
+                 (unsigned long long)w.skipped);
+    cr_expect_eq(w.completed, 0);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.leases WHERE id = 'dq'",
+             schema);
+    cr_expect_eq(t_pg_number(sql), 0, "%s: its lease is still there", schema);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
+}
+
+/*
+ * A queued run that cannot be read (its root record, or its state
+ * record, damaged) is taken once and set aside, reported once: a worker
+ * took it again at each expiry of its lease, for ever, and counted it
+ * not executed each time.  Its root record damaged, its state is written
+ * failed (PL_ECORRUPT, its reason naming it); its state damaged, it keeps
+ * it, for pl_run_verify() and ledger-dump to report.
+ */
+Test(pg_damage, a_damaged_queued_run_is_taken_once)
+{
+    damaged_queued("d_info",
+                   "UPDATE d_info.runs SET info = '\\xdeadbeef'::bytea "
+                   "WHERE id = 'dq'::bytea; CREATE TABLE d_info.before AS "
+                   "SELECT run, v FROM d_info.state");
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_info.state s JOIN "
+                             "d_info.before b USING (run) WHERE s.v <> b.v"),
+                 1, "its state was not written failed");
+    damaged_queued("d_state",
+                   "UPDATE d_state.state SET v = '\\xdeadbeef'::bytea "
+                   "WHERE run = (SELECT num FROM d_state.runs WHERE id = "
+                   "'dq'::bytea)");
+}
+
+/* ---- a run queued while a take reads ------------------------------------- */
+
+/* A take by "w2" on a thread of its own, its claim writing the state as it
+ * was. */
+typedef struct taking {
+    pl__pg_store *s;
+    pl__lease l;
+    bool taken;
+    int rc, calls;
+    char msg[PL__ERRMSG_MAX];
+} taking;
+
+static int claim_as_is(const pl__taken *t, pl__buf *state, bool *drop,
+                       void *user)
+{
+    (void)drop;
+    ((taking *)user)->calls++;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+/* @p sql on the admin connection @p c, which keeps its session's locks */
+static void on_admin(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql,
+                 PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+static void *take_main(void *arg)
+{
+    taking *x = arg;
+    x->rc = pl__pg_take(x->s, "w2", 60000000, claim_as_is, x, &x->l, &x->taken);
+    pl__errmsg_save(x->msg);
+    return NULL;
+}
+
+/*
+ * A run queued while a take's statement runs: the statement reads the
+ * run's records as of its start, pl_take() (the walk past a full key's
+ * head) the newest, so it can take a run whose records the statement does
+ * not see.  Here the take waits, its statement begun, on a lock the test
+ * holds (a trigger on the leases, of the take's statement alone), while
+ * run "late" is queued behind k's head, k's one place held.  The take
+ * must get "late" whole: it said the run had no info record, and dropped
+ * its lease as a damaged run's, so that no worker ever took it (a worker
+ * test's run queued behind a full key never completed).
+ */
+Test(pg_damage, a_run_queued_during_a_take_is_taken_whole)
+{
+    pl__pg_store *s = pg_store("d_late"), *s2 = pg_store("d_late");
+    leased_keyed_run(s, "k-held", "k");
+    made_run(s, "k-next", "", "k");
+    pg_admin_exec("CREATE FUNCTION d_late.gate() RETURNS trigger LANGUAGE "
+                  "plpgsql AS $f$ BEGIN IF current_query() LIKE '%pl_take(%' "
+                  "THEN PERFORM pg_advisory_lock(7); PERFORM "
+                  "pg_advisory_unlock(7); END IF; RETURN NULL; END $f$; "
+                  "CREATE TRIGGER gate BEFORE UPDATE ON d_late.leases FOR "
+                  "EACH STATEMENT EXECUTE FUNCTION d_late.gate()");
+    PGconn *c = t_pg_admin();
+    on_admin(c, "SELECT pg_advisory_lock(7)");
+    taking x = {.s = s};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, take_main, &x), 0);
+    long long waiting = 0;
+    for (int i = 0; i < 2400 && !waiting; i++) {
+        waiting = t_pg_number("SELECT count(*) FROM pg_locks WHERE locktype "
+                              "= 'advisory' AND objid = 7 AND NOT granted");
+        if (!waiting) {
+            struct timespec ts = {0, 25000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert(waiting, "the take never reached the gate");
+    made_run(s2, "late", "", NULL);
+    on_admin(c, "SELECT pg_advisory_unlock(7)");
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    PQfinish(c);
+    cr_expect_eq(x.rc, PL_OK, "%s", x.msg);
+    cr_expect(x.taken);
+    cr_expect_str_eq(x.l.id, "late");
+    cr_expect_eq(x.calls, 1);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_late.leases WHERE id = "
+                             "'late' AND owner = 'w2'"),
+                 1, "its lease is gone");
+    pl__pg_close(s2);
+    pl__pg_close(s);
+}
+
+/* ledger-dump --verify of @p store: its exit status, its output in @p out
+ * (@p n bytes at most). */
+static int dump_verify(const char *store, char *out, size_t n)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'" PL_TEST_BIN_DIR "/tools/ledger-dump' '%s' --verify 2>&1",
+             store);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = '\0';
+    int ws = pclose(p);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/*
+ * A queued run whose lease row is deleted (by hand, or a store restored
+ * from a partial dump) is taken by no worker, ever: pl_run_verify() and
+ * ledger-dump --verify, which said the store was whole, name it; a queued
+ * run with its lease is whole.  Continued by hand, as the message says,
+ * it runs to its end and the store is whole again.
+ */
+Test(pg_damage, a_queued_run_without_its_lease_is_reported)
+{
+    char *uri = t_pg_store_uri("d_lease");
+    pl_registry *reg = t_registry();
+    pl_engine *e = t_engine(uri, reg, PL_DURABILITY_SYNC);
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "orphan";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    ro.run_id = "queued";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    cr_assert_eq(pl_run_verify(e, "orphan"), PL_OK, "%s", pl_errmsg());
+    pg_admin_exec("DELETE FROM d_lease.leases WHERE id = 'orphan'");
+
+    cr_expect_eq(pl_run_verify(e, "orphan"), PL_ECORRUPT, "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "'orphan'") &&
+                  strstr(pl_errmsg(), "no lease"),
+              "%s", pl_errmsg());
+    cr_expect_eq(pl_run_verify(e, "queued"), PL_OK, "%s", pl_errmsg());
+    static char out[16384];
+    int code = dump_verify(uri, out, sizeof out);
+    cr_expect_neq(code, 0, "ledger-dump --verify said the store is whole:\n%s",
+                  out);
+    cr_expect(strstr(out, "FAULT run orphan") && strstr(out, "no lease"), "%s",
+              out);
+    cr_expect(strstr(out, "ok    run queued") != NULL, "%s", out);
+
+    pl_outcome *o = NULL;
+    cr_expect_eq(pl_run_continue(&o, e, "orphan", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect(o && o->status == PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+    cr_expect_eq(pl_run_verify(e, "orphan"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+    free(uri);
 }

@@ -207,3 +207,101 @@ Test(pg_open, an_older_store_gains_the_flow_sums)
     pl_registry_free(reg);
     free(store);
 }
+
+/* An open of @p store (t_pg_store_uri()'s, with @p extra added) must be
+ * refused with @p want, before any store is made, its message holding
+ * @p says. */
+static void open_refused(const pl_registry *reg, const char *extra, int want,
+                         const char *says)
+{
+    char *store = t_pg_store_uri("t_badopt");
+    size_t n = strlen(store) + strlen(extra) + 1;
+    char *uri = malloc(n);
+    cr_assert_not_null(uri);
+    snprintf(uri, n, "%s%s", store, extra);
+    pl_engine *e = NULL;
+    int st = pl_engine_open(&e, uri, reg, NULL);
+    cr_expect_eq(st, want, "%s: %s (%s)", extra, pl_status_name(st),
+                 pl_errmsg());
+    cr_expect_null(e, "%s", extra);
+    cr_expect(strstr(pl_errmsg(), says) != NULL, "%s: %s", extra, pl_errmsg());
+    pl_engine_close(e);
+    free(uri);
+    free(store);
+}
+
+/* answer_timeout_ms is 1 to 86,400,000 ms: 0 (which PostgreSQL's own
+ * timeouts read as "no bound"), a sign, a unit, a number past the most
+ * or past any integer, an empty value are the caller's error, named. */
+Test(pg_open, a_bad_answer_timeout_is_the_callers_error)
+{
+    pl_registry *reg = t_registry();
+    static const char *const bad[] = {"0",
+                                      "00",
+                                      "-1",
+                                      "-1000",
+                                      "+1000",
+                                      "abc",
+                                      "10s",
+                                      "1e3",
+                                      " 1000",
+                                      "1000 ",
+                                      "86400001",
+                                      "4294967297",
+                                      "99999999999999999999",
+                                      "",
+                                      "1.5",
+                                      "0x10"};
+    char extra[128];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(extra, sizeof extra, "&answer_timeout_ms=%s", bad[i]);
+        open_refused(reg, extra, PL_EINVAL, "answer_timeout_ms");
+    }
+    open_refused(reg, "&answer_timeout_ms", PL_EINVAL, "answer_timeout_ms");
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM pg_namespace WHERE "
+                             "nspname = 't_badopt'"),
+                 0, "a refused open made the store");
+    /* the most, and leading zeros, are read */
+    static const char *const good[] = {"2000", "86400000", "0000030000"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        char *store = t_pg_store_uri("t_goodopt");
+        char uri[1024];
+        snprintf(uri, sizeof uri, "%s&answer_timeout_ms=%s", store, good[i]);
+        pl_engine *e = NULL;
+        cr_expect_eq(pl_engine_open(&e, uri, reg, NULL), PL_OK, "%s: %s",
+                     good[i], pl_errmsg());
+        pl_engine_close(e);
+        free(store);
+    }
+    pl_registry_free(reg);
+}
+
+/* A libpq option libpq refuses (a value it does not know, a parameter it
+ * does not have) is the caller's error, PL_EINVAL with libpq's reason,
+ * not a store that failed (PL_ESTORE), and nothing is made; a server
+ * that is not there stays PL_ESTORE. */
+Test(pg_open, a_bad_libpq_option_is_the_callers_error)
+{
+    pl_registry *reg = t_registry();
+    open_refused(reg, "&sslmode=bogus", PL_EINVAL, "sslmode");
+    open_refused(reg, "&sslmode=bogus", PL_EINVAL, "bogus");
+    open_refused(reg, "&gssencmode=never", PL_EINVAL, "gssencmode");
+    open_refused(reg, "&target_session_attrs=any-old", PL_EINVAL,
+                 "target_session_attrs");
+    open_refused(reg, "&no_such_option=1", PL_EINVAL, "no_such_option");
+    open_refused(reg, "&port=5432,5433", PL_EINVAL, "port");
+    open_refused(reg, "&service=pl_no_such_service", PL_EINVAL,
+                 "pl_no_such_service");
+    /* a valid option whose server is not there: the store failed */
+    pl_engine *e = NULL;
+    cr_expect_eq(pl_engine_open(&e,
+                                "postgresql:///postgres?host=/nonexistent-dir"
+                                "&sslmode=prefer",
+                                reg, NULL),
+                 PL_ESTORE, "%s", pl_errmsg());
+    cr_expect(strstr(pl_errmsg(), "cannot connect") != NULL, "%s", pl_errmsg());
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM pg_namespace WHERE "
+                             "nspname = 't_badopt'"),
+                 0, "a refused open made the store");
+    pl_registry_free(reg);
+}

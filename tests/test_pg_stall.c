@@ -5,18 +5,27 @@
  * in the URI's answer_timeout_ms, instead of hanging; once the server runs
  * again, the engine works (a new connection) and nothing committed was
  * lost.  A binary of its own, so that the stopped server stalls no other
- * test (tests/pg_run.sh starts a server per binary).
+ * test (tests/pg_run.sh starts a server per binary); its tests take turns
+ * (one_at_a_time()).
+ *
+ * A statement cut at the bound is cancelled too: its backend, left to
+ * itself, would go on with it (here, asleep in a trigger) and hold its
+ * row locks until it next wrote to the socket; another session must get
+ * them once the call has failed.
  */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include "support.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,7 +73,20 @@ static void signal_server(int sig)
     cr_assert_gt(n, 0, "the postmaster %d has no children", pm);
 }
 
-static pl_engine *stall_engine(pl_registry **reg)
+/* This binary's tests one at a time (Criterion runs two at once): a
+ * server stopped by one would stall the other's statements.  The lock
+ * goes with the test's process. */
+static void one_at_a_time(const char *host, size_t n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%.*s/stall.lock", (int)n, host);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    while (flock(fd, LOCK_EX) != 0)
+        cr_assert_eq(errno, EINTR, "%s: %s", path, strerror(errno));
+}
+
+static pl_engine *stall_engine(pl_registry **reg, const char *schema)
 {
     const char *base = getenv("PL_TEST_PG_URI");
     cr_assert(base && *base, "PL_TEST_PG_URI is not set: run this binary "
@@ -73,8 +95,9 @@ static pl_engine *stall_engine(pl_registry **reg)
     cr_assert_not_null(host, "PL_TEST_PG_URI names no host: %s", base);
     snprintf(g_data, sizeof g_data, "%.*s/data", (int)strcspn(host + 5, "&"),
              host + 5);
+    one_at_a_time(host + 5, strcspn(host + 5, "&"));
     char uri[1024];
-    snprintf(uri, sizeof uri, "%s&schema=t_stall&answer_timeout_ms=%d", base,
+    snprintf(uri, sizeof uri, "%s&schema=%s&answer_timeout_ms=%d", base, schema,
              ANSWER_MS);
     *reg = t_registry();
     return t_engine(uri, *reg, PL_DURABILITY_SYNC);
@@ -112,7 +135,7 @@ static void *stalled_call(void *arg)
 Test(pg_stall, a_stopped_server_fails_the_call_instead_of_hanging)
 {
     pl_registry *reg = NULL;
-    pl_engine *e = stall_engine(&reg);
+    pl_engine *e = stall_engine(&reg, "t_stall");
     cr_assert_eq(start_done(e, "before"), PL_OK, "%s", pl_errmsg());
 
     /* the call runs on a thread, on the connection the engine keeps; this
@@ -138,6 +161,69 @@ Test(pg_stall, a_stopped_server_fails_the_call_instead_of_hanging)
     cr_expect_eq(pl_run_verify(e, "before"), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(start_done(e, "after"), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(pl_run_verify(e, "after"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+static void admin_ok(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql,
+                 PQerrorMessage(c));
+    PQclear(r);
+}
+
+/*
+ * A run's claim that the server does not finish (a trigger on the state
+ * row it writes sleeps for an hour) fails at answer_timeout_ms; its
+ * statement is cancelled, so the row lock it held is free: another
+ * session's SELECT ... FOR UPDATE of that row gets it, waiting a minute
+ * at most (lock_timeout), where without the cancel it waited the hour.
+ */
+Test(pg_stall, a_statement_cut_at_the_bound_is_cancelled)
+{
+    pl_registry *reg = NULL;
+    pl_engine *e = stall_engine(&reg, "t_cut");
+    cJSON *p = t_json("{}");
+    pl_action a = {PL_ACTION_VERSION, "echo", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = "held";
+    cr_assert_eq(pl_run_submit(NULL, e, &a, &ro), PL_OK, "%s", pl_errmsg());
+    cJSON_Delete(p);
+    PGconn *c = t_pg_admin();
+    admin_ok(c, "CREATE TABLE t_cut.slow (on_ bool); "
+                "CREATE FUNCTION t_cut.slow() RETURNS trigger LANGUAGE plpgsql "
+                "AS $$ BEGIN IF EXISTS (SELECT 1 FROM t_cut.slow) THEN "
+                "PERFORM pg_sleep(3600); END IF; RETURN NEW; END $$; "
+                "CREATE TRIGGER slow AFTER INSERT OR UPDATE ON t_cut.state "
+                "FOR EACH ROW EXECUTE FUNCTION t_cut.slow(); "
+                "INSERT INTO t_cut.slow VALUES (true)");
+
+    pl_outcome *o = NULL;
+    int st = pl_run_continue(&o, e, "held", NULL);
+    cr_expect_eq(st, PL_ESTORE, "%s: %s", pl_status_name(st), pl_errmsg());
+    char want[64];
+    snprintf(want, sizeof want, "did not answer in %d ms", ANSWER_MS);
+    cr_expect(strstr(pl_errmsg(), want) != NULL, "%s", pl_errmsg());
+    pl_outcome_free(o);
+
+    admin_ok(c, "SET lock_timeout = '60s'");
+    PGresult *r = PQexec(c, "SELECT 1 FROM t_cut.state s JOIN t_cut.runs n "
+                            "ON n.num = s.run WHERE n.id = 'held'::bytea FOR "
+                            "UPDATE OF s");
+    cr_expect_eq(PQresultStatus(r), PGRES_TUPLES_OK,
+                 "the cut statement's backend still holds the row: %s",
+                 PQerrorMessage(c));
+    cr_expect_eq(PQntuples(r), 1);
+    PQclear(r);
+    admin_ok(c, "DELETE FROM t_cut.slow");
+    PQfinish(c);
+
+    /* the engine goes on, on a new connection: the run completes */
+    cr_expect_eq(pl_run_continue(&o, e, "held", NULL), PL_OK, "%s",
+                 pl_errmsg());
+    cr_expect(o && o->status == PL_RUN_COMPLETED);
+    pl_outcome_free(o);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -536,6 +536,39 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *e, const char *run_id)
     return st;
 }
 
+/*
+ * A run queued (submitted) or running has a lease (docs/design.md §14): a
+ * worker takes a run by its lease alone, so one without is taken by none,
+ * ever (its lease row deleted by hand, a store restored from a partial
+ * dump).  Missing, it is looked for once more after the state is read
+ * again: an execution that ended meanwhile dropped its lease with the
+ * state that says so.
+ */
+static int lease_found(pl_engine *e, const char *run_id, uint64_t num,
+                       pl_run_status status)
+{
+    if (status != PL_RUN_SUBMITTED && status != PL_RUN_RUNNING)
+        return PL_OK;
+    pl__lease l;
+    int st = pl__store_lease_get(e->store, num, &l);
+    if (st != PL_ENOTFOUND)
+        return st;
+    pl__run_state again = {0};
+    uint64_t n;
+    st = state_load(e, run_id, &n, &again);
+    pl_run_status now = again.status;
+    pl__run_state_clear(&again);
+    if (st || now != status || n != num)
+        return st;
+    if ((st = pl__store_lease_get(e->store, num, &l)) != PL_ENOTFOUND)
+        return st;
+    return pl__err(PL_ECORRUPT,
+                   "run '%s' (#%llu) is %s but has no lease: no worker will "
+                   "take it (its lease was deleted); continuing it by hand "
+                   "(pl_run_continue(), ledger-replay --run) executes it",
+                   run_id, (unsigned long long)num, pl_run_status_name(status));
+}
+
 int pl_run_verify(pl_engine *e, const char *run_id)
 {
     if (!e || !pl__run_id_ok(run_id))
@@ -584,6 +617,8 @@ int pl_run_verify(pl_engine *e, const char *run_id)
                      "%llu",
                      run_id, (unsigned long long)rs.steps,
                      (unsigned long long)v.steps);
+    if (!st)
+        st = lease_found(e, run_id, num, rs.status);
     pl__hasher_free(v.hasher);
     pl__run_state_clear(&rs);
     return st;

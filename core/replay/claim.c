@@ -169,14 +169,15 @@ typedef struct take_ctx {
     bool known, no_steps, inbox_cancel;
 } take_ctx;
 
-/* A run taken whose concurrency key or limit the store found damaged
- * (pl__taken.key_damaged): never executed, since its key's limit can no
- * longer be kept, it fails with PL_ECORRUPT and a reason naming the key's
- * record and the run, its state in @p state, written by the store with
- * its lease dropped in the take's transaction; its ledger is untouched
- * (docs/design.md §14).  A run already ended, suspended or cancelled is
- * left as it is (PL_ESTATE, a stale lease). */
-static int fail_damaged(const pl__taken *t, pl__buf *state, take_ctx *x)
+/* A run taken that can never run (docs/design.md §14): its concurrency
+ * key or limit found damaged by the store (pl__taken.key_damaged), since
+ * its key's limit can no longer be kept, or its root record unreadable.
+ * Never executed, it fails with @p status and @p why (naming the run),
+ * its state in @p state, written by the store with its lease dropped in
+ * the take's transaction; its ledger is untouched.  A run already ended,
+ * suspended or cancelled is left as it is (PL_ESTATE, a stale lease). */
+static int fail_unexecuted(const pl__taken *t, pl__buf *state, take_ctx *x,
+                           int status, const char *why)
 {
     const char *id = t->lease.id;
     pl__run_state rs;
@@ -191,17 +192,11 @@ static int fail_damaged(const pl__taken *t, pl__buf *state, take_ctx *x)
         return pl__err(PL_ESTATE, "run '%s' is %s: nothing to execute", id,
                        pl_run_status_name(rs.status));
     }
-    char reason[PL__ERRMSG_MAX];
-    snprintf(reason, sizeof reason,
-             "run '%s' (#%llu): the record of its concurrency key and limit "
-             "is damaged (its checksum is not its own): failed unexecuted, "
-             "its key's limit being no longer known",
-             id, (unsigned long long)t->lease.run);
     rs.status = PL_RUN_FAILED;
-    rs.error = PL_ECORRUPT;
+    rs.error = status;
     rs.has_head = false;
     free(rs.reason);
-    rs.reason = pl__strdup(reason);
+    rs.reason = pl__strdup(why);
     free(rs.wait_event);
     rs.wait_event = NULL;
     rs.wait_until_ms = 0;
@@ -216,7 +211,19 @@ static int fail_damaged(const pl__taken *t, pl__buf *state, take_ctx *x)
         pl__buf_reset(state);
         return st;
     }
-    return pl__err(PL_ECORRUPT, "%s", reason);
+    return pl__err(status, "%s", why);
+}
+
+/* fail_unexecuted()'s verdict on the lease: dropped when the run failed
+ * (its state in @p state) or had ended already; on a failure of memory
+ * or of its state record it waits. */
+static int failed_unexecuted(int st, pl__buf *state, bool *drop)
+{
+    *drop = ((st == PL_ECORRUPT || st == PL_EVERSION) && state->len) ||
+            st == PL_ESTATE;
+    if (!*drop || st == PL_ESTATE)
+        pl__buf_reset(state);
+    return st;
 }
 
 /* The run taken (pl__take_fn): the checks continue_run() makes of a run
@@ -227,18 +234,29 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
     take_ctx *x = (take_ctx *)user + t->index;
     const char *id = t->lease.id;
     int st = PL_OK;
+    char why[PL__ERRMSG_MAX];
     if (t->key_damaged) {
-        st = fail_damaged(t, state, x);
-        /* dropped: failed (its state in @p state), or ended already; on
-         * a failure of memory or of its state record it waits */
-        *drop = (st == PL_ECORRUPT && state->len) || st == PL_ESTATE;
-        if (!*drop || st == PL_ESTATE)
-            pl__buf_reset(state);
-        return st;
+        snprintf(why, sizeof why,
+                 "run '%s' (#%llu): the record of its concurrency key and "
+                 "limit is damaged (its checksum is not its own): failed "
+                 "unexecuted, its key's limit being no longer known",
+                 id, (unsigned long long)t->lease.run);
+        st = fail_unexecuted(t, state, x, PL_ECORRUPT, why);
+        return failed_unexecuted(st, state, drop);
     }
     if (!x->decoded &&
         !(st = pl__root_decode(&x->ra, id, t->info, t->info_len)))
         x->decoded = true;
+    if (st == PL_ECORRUPT || st == PL_EVERSION) {
+        /* no take would ever read it: failed once, not taken again at
+         * each expiry of its lease */
+        snprintf(why, sizeof why,
+                 "run '%s' (#%llu): its root record cannot be read (%s): "
+                 "failed unexecuted",
+                 id, (unsigned long long)t->lease.run, pl_errmsg());
+        st = fail_unexecuted(t, state, x, st, why);
+        return failed_unexecuted(st, state, drop);
+    }
     if (st)
         return st;
     x->def = pl_registry_find(x->e->reg, x->ra.action.policy);
@@ -256,8 +274,10 @@ static int take_fn(const pl__taken *t, pl__buf *state, bool *drop, void *user)
         st = pl__claim_fn(state, &none, &cc);
     pl__kvs_free(&none);
     x->before = cc.before;
-    /* PL_ESTATE: ended, suspended or cancelled, a stale lease */
-    *drop = st == PL_ESTATE;
+    /* PL_ESTATE: ended, suspended or cancelled, a stale lease; a state
+     * record that cannot be read: set aside, its lease dropped, never
+     * taken again (it is reported once, here, and by pl_run_verify()) */
+    *drop = st == PL_ESTATE || st == PL_ECORRUPT || st == PL_EVERSION;
     if (st)
         pl__buf_reset(state); /* nothing written with the lease dropped */
     if (!st && !x->engine_claim &&
@@ -309,10 +329,16 @@ static int execute_taken(pl_outcome **out, take_ctx *x, const pl__lease *lease,
         atomic_store(&r->lease_lost, true);
     r->state_written_us = pl__now_us();
     r->crashed_before = x->before == PL_RUN_RUNNING;
-    /* a crashed run's step count is as of its last heartbeat */
+    /* a crashed run's step count is as of its last heartbeat; steps that
+     * cannot be read fail the run, unexecuted, rather than leave it to be
+     * taken again at each expiry of its lease */
     if (r->crashed_before && !x->no_steps &&
-        (st = pl__count_steps(e, num, &r->state.steps)))
-        goto done;
+        (st = pl__count_steps(e, num, &r->state.steps))) {
+        if (st != PL_ECORRUPT && st != PL_EVERSION)
+            goto done;
+        st = pl__run_fail(r, st, "run %s: its steps cannot be read: %s", r->id,
+                          pl_errmsg());
+    }
     st = pl__run_execute(r, x->def, &x->ra.action, !x->no_steps, out);
 done:
     take_clear(x);

@@ -163,11 +163,12 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
 {
     pl_steps *steps = NULL;
     int st = pl_steps_new(&steps);
-    if (!st) {
+    /* a run failed before it started (claim.c: its steps unreadable) is
+     * not executed: its failure is recorded below */
+    if (!st && !r->stop)
         st = pl__run_root(r, def, root, replaying, steps);
-        if (!st && r->stop)
-            st = r->stop;
-    }
+    if (!st && r->stop)
+        st = r->stop;
     if (r->cancelled && (!st || st == PL_ECANCELLED) && !r->stop) {
         pl_steps_free(steps);
         return pl__end_cancelled(r, def, t0, out);

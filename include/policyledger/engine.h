@@ -307,13 +307,18 @@ typedef struct pl_engine_options {
  *                      the schema its `schema=NAME` parameter names
  *                      (default "policyledger"), creating it if needed;
  *                      `answer_timeout_ms=N` bounds each statement's wait
- *                      for the server's answer (0 or absent: 30000; at
- *                      most 86400000): a server that stops answering fails
- *                      the call with PL_ESTORE ("did not answer in N ms")
- *                      and the connection is dropped.  libpq's
+ *                      for the server's answer (1 to 86400000; absent:
+ *                      30000; 0, or anything but such a number, is
+ *                      PL_EINVAL naming it): a server that stops answering
+ *                      fails the call with PL_ESTORE ("did not answer in
+ *                      N ms"), its statement is cancelled and the
+ *                      connection dropped.  libpq's
  *                      connect_timeout is 30 s unless the URI sets one.
- *                      A URI libpq cannot parse, or a bad schema name,
- *                      is PL_EINVAL before any connection.  A library
+ *                      A URI libpq cannot parse, a bad schema name, or a
+ *                      connection option libpq refuses (an unknown
+ *                      parameter, a value such as sslmode=bogus) is
+ *                      PL_EINVAL, with libpq's reason, before any
+ *                      connection.  A library
  *                      built without PostgreSQL (PL_WITH_POSTGRESQL=OFF)
  *                      refuses such a URI with PL_EINVAL, saying so.
  * @param registry      borrowed: must outlive the engine and not change

@@ -430,7 +430,10 @@ int pl_run_walk_from(pl_engine *engine, const char *run_id,
  * change or vanish unnoticed; of a run not ended, none but the steps a
  * crash left after its last state record; of a run whose execution
  * failed, whose state anchors no ledger, a vanished step shows in its
- * count, a changed last step of a ledger does not.
+ * count, a changed last step of a ledger does not.  A run submitted or
+ * running has its lease (a worker takes a run by its lease alone: one
+ * whose lease was deleted is taken by none, ever; continuing it by hand,
+ * pl_run_continue(), executes it).
  * @return PL_OK; PL_ECORRUPT or PL_EVERSION naming the first fault in
  *         pl_errmsg(); PL_ENOTFOUND; PL_ESTORE; PL_ENOMEM.
  */

@@ -8,7 +8,8 @@
  * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
  * up to 63 bytes, no pg_; default `policyledger`) and `answer_timeout_ms=N`
  * (how long a statement waits for the server's answer, pg_wait.c: 1 to
- * 86,400,000; 0 or absent, 30,000), cut before libpq sees them.  libpq's
+ * 86,400,000; absent, 30,000; anything else, 0 included, PL_EINVAL), cut
+ * before libpq sees them.  libpq's
  * connect_timeout is 30 s unless the URI sets it.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
@@ -542,6 +543,69 @@ static char *masked(const char *uri)
     return m;
 }
 
+/* Where check_options() points libpq: a socket under a file, which no
+ * system has, so that its connection fails at once, no packet sent. */
+#define NOWHERE "/dev/null/policyledger"
+
+/*
+ * The values of the URI's libpq options (sslmode=bogus, a port list that
+ * does not match its hosts, a service not defined), which
+ * PQconninfoParse() does not check, checked as libpq checks them before
+ * it connects, without connecting: a ping of the same options with every
+ * host NOWHERE (hostaddr dropped, the host list as long as the URI's) is
+ * PQPING_NO_ATTEMPT only when libpq refused the options themselves, and
+ * then a start of that connection says why.  A bad value is the caller's
+ * error (PL_EINVAL with libpq's reason), not a store that failed.
+ */
+static int check_options(const pl__pg_store *s, const PQconninfoOption *opts)
+{
+    size_t n = 0, hosts = 1;
+    for (const PQconninfoOption *o = opts; o->keyword; o++, n++)
+        if (o->val &&
+            (!strcmp(o->keyword, "host") || !strcmp(o->keyword, "hostaddr"))) {
+            size_t k = 1;
+            for (const char *p = o->val; *p; p++)
+                k += *p == ',';
+            hosts = k > hosts ? k : hosts;
+        }
+    const char **kw = calloc(n + 2, sizeof *kw);
+    const char **val = calloc(n + 2, sizeof *val);
+    pl__buf where = {0};
+    int st = kw && val ? PL_OK : PL_ENOMEM;
+    for (size_t i = 0; !st && i < hosts; i++)
+        st = pl__buf_append(&where, i ? "," NOWHERE : NOWHERE,
+                            strlen(NOWHERE) + (i ? 1 : 0));
+    if (!st)
+        st = pl__buf_append(&where, "", 1);
+    if (st) {
+        st = pl__err(PL_ENOMEM, "out of memory");
+        goto done;
+    }
+    size_t m = 0;
+    kw[m] = "host";
+    val[m++] = (const char *)where.data;
+    for (const PQconninfoOption *o = opts; o->keyword; o++)
+        if (o->val && strcmp(o->keyword, "host") &&
+            strcmp(o->keyword, "hostaddr")) {
+            kw[m] = o->keyword;
+            val[m++] = o->val;
+        }
+    if (PQpingParams(kw, val, 0) == PQPING_NO_ATTEMPT) {
+        char buf[512];
+        PGconn *c = PQconnectStartParams(kw, val, 0);
+        st = c ? pl__err(PL_EINVAL,
+                         "store '%s': a connection option is not valid: %s",
+                         s->path, conn_msg(c, buf, sizeof buf))
+               : pl__err(PL_ENOMEM, "out of memory");
+        PQfinish(c);
+    }
+done:
+    free(kw);
+    free(val);
+    pl__buf_free(&where);
+    return st;
+}
+
 /*
  * A URI libpq cannot parse is a bad argument, not a store that failed: it
  * is refused before any connection, with libpq's reason (cut before the
@@ -552,8 +616,9 @@ static int check_conninfo(const pl__pg_store *s, const char *conninfo)
     char *err = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
     if (opts) {
+        int st = check_options(s, opts);
         PQconninfoFree(opts);
-        return PL_OK;
+        return st;
     }
     if (!err)
         return pl__err(PL_ENOMEM, "out of memory");
@@ -569,19 +634,23 @@ static int check_conninfo(const pl__pg_store *s, const char *conninfo)
     return st;
 }
 
-/* answer_timeout_ms=N (see URI above): 0 is the default. */
+/* answer_timeout_ms=N (see URI above): 1 to ANSWER_MS_MAX, in decimal
+ * digits alone (leading zeros read).  0 is refused: PostgreSQL's own
+ * timeouts (statement_timeout, connect_timeout) read it as "no bound",
+ * which this one never is; absent is the default. */
 static int answer_ms(pl__pg_store *s, const char *v, size_t n)
 {
     unsigned long ms = 0;
     size_t i = 0;
-    for (; i < n && i < 9 && v[i] >= '0' && v[i] <= '9'; i++)
+    for (; i < n && v[i] >= '0' && v[i] <= '9' && ms <= ANSWER_MS_MAX; i++)
         ms = ms * 10 + (unsigned long)(v[i] - '0');
-    if (!n || i != n || ms > ANSWER_MS_MAX)
+    if (!n || i != n || !ms || ms > ANSWER_MS_MAX)
         return pl__err(PL_EINVAL,
-                       "store '%s': answer_timeout_ms must be a number of "
-                       "milliseconds from 0 (the default, %d) to %d",
-                       s->path, ANSWER_MS_DEFAULT, ANSWER_MS_MAX);
-    s->answer_ms = ms ? (int)ms : ANSWER_MS_DEFAULT;
+                       "store '%s': answer_timeout_ms '%.*s' is not a number "
+                       "of milliseconds from 1 to %d (absent: %d)",
+                       s->path, (int)(n < 32 ? n : 32), v, ANSWER_MS_MAX,
+                       ANSWER_MS_DEFAULT);
+    s->answer_ms = (int)ms;
     return PL_OK;
 }
 

@@ -159,6 +159,8 @@ enum {
     L_TAKE,      /* a worker's take, with its run's records (pg_lease.c) */
     L_TAKE_DUES, /* the same, of waiting runs whose timers are due
                     (pg_wake.c) */
+    L_TAKE_READ, /* L_TAKE's reads of its run again, in a snapshot of their
+                    own (pg_lease.c, take_again()) */
     L_RUN_LOAD,  /* Q_RUN_LOAD, the run's key as a wake finds it, its inbox */
     L_READ_ROOT, /* Q_READ of a run's root ledger, the run by its id */
     L_POLL,      /* an idle worker's look at the queue and the timers */

@@ -243,6 +243,16 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             n, n, n, n, n, n, n, n, n, n, n);
         break;
     case L_TAKE_DUES: return pl__pg_wake_sql(s, out);
+    case L_TAKE_READ:
+        /* TAKE_READS of run $1, whose lease this take holds (t, as L_TAKE
+         * answers it; h: no keyed head, its key's check L_TAKE's), in a
+         * snapshot of its own (take_again()); seven schemas */
+        *out = pl__asprintf(
+            "WITH t AS MATERIALIZED (SELECT l.run, l.gen, l.expires - " NOW_US
+            " AS expires_in, l.owner, l.id FROM \"%s\".leases l WHERE l.run = "
+            "$1::bigint), h AS (SELECT NULL::text AS fkey WHERE false), " TAKE_READS,
+            n, n, n, n, n, n, n);
+        break;
     case L_POLL:
         /* what pl_take() and the timers' take (T_TAKE) look for, by
          * index (the clock read once: a bound the index can use), without
@@ -508,11 +518,12 @@ again:
  * (pl_take(), the run's info, its state locked, whether it has steps and
  * a cancellation waiting), then the claimed state written with COMMIT (or
  * COMMIT alone: the lease kept unclaimed; or the lease dropped first), so
- * one WAL flush.  Nothing waits for another transaction: pl_take() skips
- * locked leases and keys, and a state another transaction holds (a
- * delivery, a deletion, which lock the state before the lease) rolls the
- * take back, to be taken next time, instead of waiting for it in the
- * opposite order.
+ * one WAL flush (a run queued since L_TAKE began, which pl_take() may
+ * take, one round trip more: take_again()).  Nothing waits for another
+ * transaction: pl_take() skips locked leases and keys, and a state
+ * another transaction holds (a delivery, a deletion, which lock the state
+ * before the lease) rolls the take back, to be taken next time, instead
+ * of waiting for it in the opposite order.
  */
 typedef struct take_row {
     pl__pg_store *s;
@@ -631,6 +642,36 @@ int pl__pg_begin_with(pl__pg_store *s, PGconn *c, int which, int n,
     return st ? st : pl__pg_pipeline_finish(s, c, 2, fn, user, what);
 }
 
+/*
+ * A run L_TAKE took whose info or state it did not see: the statement
+ * reads the run's records as of its start, and pl_take(), a VOLATILE
+ * function whose statements each read the newest rows, may take a run
+ * queued after that (past a full key's head).  Such a run is whole: its
+ * records are read again by a statement of the take's transaction
+ * (L_TAKE_READ, its state locked as L_TAKE locks it), and only a record
+ * missing from that read is missing.  Read as missing, it was set aside
+ * as a damaged run is, its lease dropped, and no worker took it again: a
+ * run queued behind a full key while a worker took never ran.
+ */
+static int take_again(take_row *x)
+{
+    char run[24];
+    snprintf(run, sizeof run, "%llu", (unsigned long long)x->t.lease.run);
+    const char *vals[1] = {run};
+    PGresult *r = pl__pg_exec_q(x->s, x->c, L_TAKE_READ, 1, vals, NULL, NULL);
+    bool damaged = x->damaged; /* asked by L_TAKE, after pl_take() */
+    pl__buf_reset(&x->info);
+    pl__buf_reset(&x->state);
+    x->found = x->has_info = x->has_state = false;
+    int st = take_result(1, r, x);
+    PQclear(r);
+    if (!st && !x->found) /* the lease this transaction holds */
+        st = pl__err(PL_ESTORE, "store '%s': run #%llu's lease is gone",
+                     x->s->path, (unsigned long long)x->t.lease.run);
+    x->damaged = damaged;
+    return st;
+}
+
 /* A take by statement @p which: L_TAKE (the queue; due timers: pg_wake.c). */
 static int take_by(pl__pg_store *s, int which, const char *owner,
                    int64_t lease_us, pl__take_fn fn, void *user, pl__lease *out,
@@ -648,6 +689,8 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
     const char *vals[2] = {owner, d};
     st = pl__pg_begin_with(s, x.c, which, 2, vals, take_result, &x,
                            "taking a queued run");
+    if (!st && x.found && !x.state_busy && (!x.has_info || !x.has_state))
+        st = take_again(&x);
     if (!st && !x.found)
         st = PL_ENOTFOUND;
     else if (!st && x.state_busy)
@@ -659,11 +702,13 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
         pl__buf claimed = {0};
         bool drop = false;
         int fst;
-        if (!x.has_info || !x.has_state)
+        if (!x.has_info || !x.has_state) {
+            /* never runnable: its lease dropped, not taken again */
             fst = pl__err(PL_ECORRUPT, "run '%s' (#%llu) has no %s record",
                           x.t.lease.id, (unsigned long long)x.t.lease.run,
                           x.has_info ? "state" : "info");
-        else {
+            drop = true;
+        } else {
             x.t.info = x.info.data;
             x.t.info_len = x.info.len;
             x.t.state = x.state.data;

@@ -6,13 +6,25 @@
  * call with PL_ESTORE instead of hanging it.  Connections are in libpq's
  * non-blocking mode: a statement is sent, then flushed and its answer read
  * as the socket allows, until the answer or the bound.  At the bound the
- * connection is cut (its state is unknown, and a cancel request would wait
- * on the same silent server): it counts as lost, pl__pg_conn_put() drops
- * it, and the engine treats the call as it treats a server that went away
- * (a commit in flight has an unknown outcome, and the next call
- * reconnects).
+ * connection is cut (its state is unknown) and its statement cancelled:
+ * it counts as lost, pl__pg_conn_put() drops it, and the engine treats the
+ * call as it treats a server that went away (a commit in flight has an
+ * unknown outcome, and the next call reconnects).
+ *
+ * The cancel: a backend whose client is gone goes on with its statement
+ * (and holds its row locks) until it next writes to the socket or a
+ * keepalive fails, which may be long after (a statement waiting for a
+ * lock, a slow one).  So with the cut a cancel request goes to the
+ * server (PQcancel(), libpq's signal-safe one, on a connection of its
+ * own).  libpq 15's PQcancel() waits for the server to close that
+ * connection, and a server that stopped answering never does: it runs in
+ * a child process that is killed past CANCEL_MS (or answer_timeout_ms, if
+ * shorter), so a stalled server delays the call's failure by that at most
+ * (pl__child_errand(), platform.c).  A request that was sent is served
+ * when the server runs again.
  */
 #include "pg_int.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -34,15 +46,32 @@ void pl__pg_stall_forget(const PGconn *c)
         t_stalled = NULL;
 }
 
-/* Cut @p c: shut its socket, and let libpq find it closed, so that the
- * connection is CONNECTION_BAD from now on. */
-static void cut(PGconn *c)
+/* the longest a cancel request may take (see above) */
+#define CANCEL_MS 1000
+
+static void send_cancel(void *arg)
 {
+    char err[256]; /* a failed cancel changes nothing: the cut follows */
+    (void)PQcancel(arg, err, sizeof err);
+}
+
+/* Cut @p c: shut its socket, and let libpq find it closed, so that the
+ * connection is CONNECTION_BAD from now on; then cancel its statement
+ * (after, so that the error a cancel makes the server send is not read
+ * as the statement's answer). */
+static void cut(const pl__pg_store *s, PGconn *c)
+{
+    PGcancel *k = PQgetCancel(c);
     t_stalled = c;
     int fd = PQsocket(c);
     if (fd >= 0)
         shutdown(fd, SHUT_RDWR);
     (void)PQconsumeInput(c);
+    if (k) {
+        int ms = s->answer_ms < CANCEL_MS ? s->answer_ms : CANCEL_MS;
+        (void)pl__child_errand(send_cancel, k, (unsigned)ms);
+        PQfreeCancel(k);
+    }
 }
 
 /* Wait until PQgetResult() will not block, at most s->answer_ms.  False:
@@ -64,7 +93,7 @@ static bool wait_ready(const pl__pg_store *s, PGconn *c)
         if (poll(&p, 1, ms) < 0 && errno != EINTR)
             return true;
     }
-    cut(c);
+    cut(s, c);
     return false;
 }
 
