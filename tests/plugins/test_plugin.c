@@ -120,8 +120,7 @@ Test(plugin, registers_its_policies_with_its_build_id)
      * 8 from lld (its "fast" id) */
     size_t id_len = strlen(echo->code_version + 9);
     cr_expect(id_len == 40 || id_len == 16, "%s", echo->code_version);
-    cr_expect(is_hex(echo->code_version + 9, id_len), "%s",
-              echo->code_version);
+    cr_expect(is_hex(echo->code_version + 9, id_len), "%s", echo->code_version);
     cr_expect_str_eq(root->code_version, echo->code_version);
     /* a code_version given at registration wins */
     cr_expect_str_eq(pl_registry_find(reg, "p_versioned")->code_version,
