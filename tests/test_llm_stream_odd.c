@@ -6,7 +6,8 @@
  * or a model sent, quoted in a message, cut on a character boundary (the
  * message, and a re-prompt that carries it, stay UTF-8); the scripted
  * model's argument pieces cut on a character boundary; OpenAI tool calls
- * that share an index but not an id.
+ * that share an index but not an id; a byte order mark before the first
+ * event.
  */
 #include "llm_support.h"
 
@@ -130,6 +131,27 @@ Test(llm_stream_odd, bytes_past_the_final_event_do_not_count_against_the_cap)
     cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Short.", "%s",
                      t_text(pl_outcome_result(out)));
     cr_expect_eq(t_server_requests(&srv), 1);
+    done(&srv, e, reg, out);
+}
+
+/* A server-sent event stream may begin with a byte order mark, which a
+ * reader skips (the SSE specification's decoding step); it was taken for
+ * a line that is not SSE, and the answer refused. */
+Test(llm_stream_odd, a_byte_order_mark_before_the_first_event_is_skipped)
+{
+    t_server srv;
+    pl_engine *e;
+    pl_registry *reg;
+    pl_llm_options o = PL_LLM_OPTIONS_INIT;
+    o.on_delta = t_count_delta; /* streamed */
+    pl_outcome *out = ask(&srv, &e, &reg, "openai", "openai://m",
+                          "{\"stream_raw\": \"\ufeffdata: {\\\"choices\\\": "
+                          "[{\\\"delta\\\": {\\\"content\\\": "
+                          "\\\"Marked.\\\"}}]}\\n\\ndata: [DONE]\\n\\n\"}",
+                          &o);
+    cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Marked.", "%s",
+                     t_text(pl_outcome_result(out)));
+    cr_expect_eq(t_server_requests(&srv), 1, "asked once");
     done(&srv, e, reg, out);
 }
 

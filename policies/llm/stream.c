@@ -40,7 +40,8 @@ struct pl__llm_stream {
     const char *key; /* the API key: quoted text is redacted */
     size_t cap, total;
     pl__buf line;
-    bool cr; /* the last byte was '\r': a '\n' after it ends no line */
+    bool cr;       /* the last byte was '\r': a '\n' after it ends no line */
+    bool read_one; /* a line was read: a byte order mark is past */
     pl__buf data;
     bool has_data;
     char event[EVENT_NAME];
@@ -607,6 +608,11 @@ static int line(pl__llm_stream *s, const char *l, size_t n)
 {
     if (s->done)
         return 0; /* past the final event: not read */
+    /* a byte order mark before the first line is skipped, as an SSE
+     * reader does (and a JSON reader may) */
+    if (!s->read_one && n >= 3 && !memcmp(l, "\xEF\xBB\xBF", 3))
+        l += 3, n -= 3;
+    s->read_one = true;
     if (s->m->url.provider != PL__LLM_OLLAMA)
         return sse_line(s, l, n);
     while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
