@@ -34,7 +34,7 @@
 #include "support_flip.h"
 #include "support_pgflip.h"
 
-TestSuite(pg_rideflip, .timeout = 240);
+TestSuite(pg_rideflip, .timeout = 540);
 
 #define STRIDE (T_SANITIZED ? 29 : 17)
 #define CHILD_MS 30000
