@@ -252,9 +252,48 @@ def test_newer_code_refusal_is_409(tmp):
         s.stop()
 
 
+def test_empty_parameters_and_long_reasons(tmp):
+    """A parameter given empty is read as not given, as the list's filters
+    read it ("Read as sent"): `window=`, a steps page's `limit=` and a
+    batch's `dry_run=` were 400.  A batch cancel whose reason is longer
+    than a cancellation takes was 200 with every run refused, while its
+    dry run said it would cancel them: refused first, 400, both."""
+    store = os.path.join(tmp, "store.mdb")
+    run(GEN, store, "--queued", "2")
+    s = Server(store, env=env_without_token())
+    try:
+        st, doc, _ = s.get("/api/session")
+        s.csrf = doc["csrf"]
+        st, doc, _ = s.get("/api/overview?window=")
+        check(st == 200 and doc["window"] == "hour",
+              "window= is the default window: %d %s" % (st, doc))
+        st, doc, _ = s.get("/api/runs?limit=1")
+        rid = doc["runs"][0]["id"]
+        st, doc, _ = s.get("/api/runs/%s/steps?limit=" % rid)
+        check(st == 200 and doc["limit"] == 200,
+              "limit= is the default page: %d %s" % (st, doc))
+        st, doc, _ = s.post("/api/batch/delete?status=completed&dry_run=")
+        check(st == 200 and "dry_run" not in doc,
+              "dry_run= is no dry run: %d %s" % (st, doc))
+        long = "r" * 4097
+        for dry in ("&dry_run=1", ""):
+            st, doc, _ = s.post("/api/batch/cancel?status=submitted&reason=" +
+                                long + dry)
+            check(st == 400 and doc["error"] == "bad_reason",
+                  "a reason over 4,096 bytes is refused%s: %d %s" %
+                  (dry, st, doc))
+        st, doc, _ = s.post("/api/batch/cancel?status=submitted&reason=" +
+                            "r" * 4096)
+        check(st == 200 and doc["cancelled"] == 2 and doc["refused"] == 0,
+              "4,096 bytes are a reason: %d %s" % (st, doc))
+    finally:
+        s.stop()
+
+
 CASES = [test_token_bounds, test_newest_runs_watched,
          test_events_escape_markup, test_runs_of_their_own_ids_announced,
-         test_newer_code_refusal_is_409]
+         test_newer_code_refusal_is_409,
+         test_empty_parameters_and_long_reasons]
 
 
 def main():

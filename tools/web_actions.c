@@ -40,6 +40,8 @@
 #include "web.h"
 
 #define BATCH_MAX 100 /* runs one batch request acts on */
+/* the longest reason pl_run_cancel() takes (policyledger/time.h) */
+#define CANCEL_REASON_MAX 4096
 
 /* ---- what a check saw (the engine's events, on the running thread) ----- */
 
@@ -710,9 +712,15 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
                         "q, since or until): it would %s every %s run",
                         verbs[k], verbs[k], k == 1 ? "unfinished" : "ended");
     const char *dry = web_arg(r, "dry_run");
-    if (dry && strcmp(dry, "0") != 0 && strcmp(dry, "1") != 0)
+    if (dry && *dry && strcmp(dry, "0") != 0 && strcmp(dry, "1") != 0)
         return web_fail(out, 400, "bad_dry_run", "dry_run: 0 or 1");
     bool dry_run = dry && !strcmp(dry, "1");
+    /* what pl_run_cancel() refuses, refused before any run is picked: a
+     * dry run says what the action would do */
+    const char *reason = web_arg(r, "reason");
+    if (k == 1 && reason && strlen(reason) > CANCEL_REASON_MAX)
+        return web_fail(out, 400, "bad_reason", "reason: at most %d bytes",
+                        CANCEL_REASON_MAX);
     pick p = {.w = w,
               .f = &f,
               .what = k == 0   ? PICK_CRASHED
@@ -739,7 +747,6 @@ int api_batch(web *w, const char *action, const web_req *r, cJSON **out)
     else if (p.oom)
         http = web_fail(out, 500, "PL_ENOMEM", "out of memory");
     unsigned done = 0, refused = 0;
-    const char *reason = web_arg(r, "reason");
     const cJSON *run, *todo = http == 200 && !dry_run ? p.runs : NULL;
     cJSON_ArrayForEach(run, todo)
     {

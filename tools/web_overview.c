@@ -347,6 +347,8 @@ static bool add_json(ov *o, cJSON *doc)
 int api_overview(web *w, const web_req *r, cJSON **out)
 {
     const char *win = web_arg(r, "window");
+    if (win && !*win) /* "window=" is not given, as for every parameter */
+        win = NULL;
     bool day = win && !strcmp(win, "day");
     if (win && !day && strcmp(win, "hour") != 0)
         return web_fail(out, 400, "bad_window", "window: hour or day");

@@ -415,8 +415,10 @@ int api_steps(web *w, const char *id, const web_req *r, cJSON **out)
 {
     const char *cursor = web_arg(r, "cursor");
     const char *lim = web_arg(r, "limit");
-    if (cursor && !*cursor)
+    if (cursor && !*cursor) /* empty: not given, as for every parameter */
         cursor = NULL;
+    if (lim && !*lim)
+        lim = NULL;
     if (cursor && !step_id_ok(cursor))
         return web_fail(out, 400, "bad_cursor",
                         "cursor: a step id as \"next\" gives it (\"0:200\")");
