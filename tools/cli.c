@@ -267,6 +267,28 @@ void cli_chain_prev_id(char *out, const char *id)
         out[0] = '\0';
 }
 
+bool cli_chain_link(pl_engine *e, char *cur, pl_tombstone *end)
+{
+    for (int hops = 0; hops < 1000; hops++) {
+        pl_run_info *ri = NULL;
+        int st = pl_run_get(&ri, e, cur);
+        pl_run_info_free(ri);
+        pl_tombstone tomb = PL_TOMBSTONE_INIT;
+        char next[PL_MAX_RUN_ID + 1];
+        if (st != PL_ENOTFOUND || pl_run_tombstone(&tomb, e, cur) ||
+            tomb.expires_us <= cli_now_us())
+            return true;
+        if (tomb.status != PL_RUN_CONTINUED) {
+            *end = tomb;
+            return false;
+        }
+        if (!cli_chain_next_id(next, cur))
+            return true;
+        memcpy(cur, next, sizeof next);
+    }
+    return true;
+}
+
 char *cli_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

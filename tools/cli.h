@@ -179,6 +179,13 @@ bool cli_name_ok(const char *s);
 bool cli_chain_next_id(char *out, const char *id);
 /* The one id whose successor @p id is by that rule, or "". */
 void cli_chain_prev_id(char *out, const char *id);
+/* After a link of a chain that continued as new, @p cur its successor's
+ * id: the link to continue, past links deleted after they continued too,
+ * while their tombstones last (@p cur changed to it).  false when the
+ * chain ended at a deleted link, @p cur, its tombstone in *end; true with
+ * @p cur the link to continue (stored, or unknown: continuing it says
+ * so).  What ledger-replay --run and ledger-web's continue follow. */
+bool cli_chain_link(pl_engine *e, char *cur, pl_tombstone *end);
 
 /* A copy of @p s, caller frees with free(); NULL on OOM. */
 char *cli_strdup(const char *s);

@@ -94,33 +94,6 @@ static void report_deleted_end(tool *t, const char *id,
     }
 }
 
-/* The link of a chain to continue after a link that continued as new,
- * @p cur its successor: past links deleted after they continued too,
- * while their tombstones last.  False when the chain ended at a deleted
- * link (reported); true with @p cur the link to continue (stored, or
- * unknown: continuing it says so). */
-static bool chain_link(tool *t, char *cur)
-{
-    for (int hops = 0; hops < 1000; hops++) {
-        pl_run_info *ri = NULL;
-        int st = pl_run_get(&ri, t->engine, cur);
-        pl_run_info_free(ri);
-        pl_tombstone tomb = PL_TOMBSTONE_INIT;
-        char next[PL_MAX_RUN_ID + 1];
-        if (st != PL_ENOTFOUND || pl_run_tombstone(&tomb, t->engine, cur) ||
-            tomb.expires_us <= cli_now_us())
-            return true;
-        if (tomb.status != PL_RUN_CONTINUED) {
-            report_deleted_end(t, cur, &tomb);
-            return false;
-        }
-        if (!cli_chain_next_id(next, cur))
-            return true;
-        memcpy(cur, next, sizeof next);
-    }
-    return true;
-}
-
 /* Continue run @p id, and along its chain when it continues as new (a
  * continued link replays, writing nothing; a deleted link is passed, or
  * ends the chain, as its tombstone says), as a worker would. */
@@ -129,8 +102,11 @@ void continue_one(tool *t, const char *id, const char *note)
     char cur[PL_MAX_RUN_ID + 1], next[PL_MAX_RUN_ID + 1];
     snprintf(cur, sizeof cur, "%s", id);
     for (bool first = true;; first = false) {
-        if (!first && !chain_link(t, cur))
+        pl_tombstone end;
+        if (!first && !cli_chain_link(t->engine, cur, &end)) {
+            report_deleted_end(t, cur, &end);
             return;
+        }
         continue_link(t, cur, first ? note : "(successor)", next);
         if (!next[0])
             return;

@@ -150,6 +150,52 @@ static cJSON *refused_json(const char *id, int st)
     return j;
 }
 
+/*
+ * The links of a chain after one that continued as new, @p next the
+ * first, continued in turn as ledger-replay --run continues them (a link
+ * deleted after it continued is passed; one deleted after it ended is the
+ * chain's end): each summarised in @p doc's "successors", as the run is
+ * (a refusal as one, its error named), up to the link that did not
+ * continue as new.  false on a failure of memory.
+ */
+static bool follow_chain(web *w, const char *next, cJSON *doc)
+{
+    cJSON *links = cJSON_AddArrayToObject(doc, "successors");
+    char cur[PL_MAX_RUN_ID + 1];
+    snprintf(cur, sizeof cur, "%s", next);
+    for (bool more = links != NULL; more;) {
+        pl_tombstone end;
+        cJSON *one = NULL;
+        more = false;
+        if (!cli_chain_link(w->engine, cur, &end)) {
+            char del[40];
+            cli_time_iso(del, sizeof del, end.deleted_us, false);
+            if ((one = cJSON_CreateObject()) &&
+                !(cJSON_AddStringToObject(one, "run_id", cur) &&
+                  cJSON_AddStringToObject(one, "status",
+                                          pl_run_status_name(end.status)) &&
+                  cJSON_AddStringToObject(one, "deleted", del))) {
+                cJSON_Delete(one);
+                one = NULL;
+            }
+        } else {
+            pl_outcome *o = NULL;
+            int64_t t0 = cli_now_us();
+            int st = pl_run_continue(&o, w->engine, cur, NULL);
+            one = st ? refused_json(cur, st)
+                     : outcome_json(o, ms_since(t0), "(successor)");
+            more = !st && o->status == PL_RUN_CONTINUED && o->successor;
+            if (more)
+                snprintf(cur, sizeof cur, "%s", o->successor);
+            pl_outcome_free(o);
+        }
+        if (!one)
+            return false;
+        cJSON_AddItemToArray(links, one);
+    }
+    return links != NULL;
+}
+
 /* Continue run @p id; its summary in *out (refused: an error status). */
 static int continue_run(web *w, const char *id, const char *note, cJSON **out)
 {
@@ -185,6 +231,11 @@ static int continue_run(web *w, const char *id, const char *note, cJSON **out)
         return web_http_status(st);
     }
     *out = outcome_json(o, ms_since(t0), note);
+    if (*out && o->status == PL_RUN_CONTINUED && o->successor &&
+        !follow_chain(w, o->successor, *out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+    }
     pl_outcome_free(o);
     return *out ? 200 : web_fail(out, 500, "PL_ENOMEM", "out of memory");
 }

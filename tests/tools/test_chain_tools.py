@@ -46,9 +46,10 @@ class ChainTools(unittest.TestCase):
         self.store = os.path.join(self.tmp, "store")
         shutil.copytree(os.path.join(self.made, "store"), self.store)
 
-    def web(self):
+    def web(self, *args):
         err = tempfile.TemporaryFile(mode="w+")
-        w = subprocess.Popen([A.web, self.store, "--listen", "127.0.0.1:0"],
+        w = subprocess.Popen([A.web, self.store, "--listen", "127.0.0.1:0"]
+                             + list(args),
                              stdout=subprocess.PIPE, stderr=err, text=True)
 
         def stop():
@@ -166,6 +167,26 @@ class ChainTools(unittest.TestCase):
         p = replay("--signal", "lp", "--name", "go", "--payload", "{}")
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("has ended (completed) and was deleted on", p.stderr)
+
+    def test_web_continue_follows_the_chain(self):
+        """POST /continue is ledger-replay --run: it continues the chain
+        as that does, each link after the run's in "successors"; it ran
+        the first link alone, its successor left queued."""
+        p = subprocess.run([A.replay, self.store, "--plugin", A.plugin,
+                            "--submit", "looper", "--payload", '{"left": 2}',
+                            "--new-id", "lw"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.web("--plugin", A.plugin)
+        code, j = self.api("/api/runs/lw/continue", "{}")
+        self.assertEqual(code, 200, j)
+        self.assertEqual((j["run_id"], j["status"]), ("lw", "continued"), j)
+        self.assertEqual([(r["run_id"], r["status"], r["note"])
+                          for r in j.get("successors", [])],
+                         [("lw~1", "continued", "(successor)"),
+                          ("lw~2", "completed", "(successor)")], j)
+        self.assertEqual(self.api("/api/runs/lw~2")[1]["run"]["status"],
+                         "completed")
 
     def test_a_copy_of_a_link_is_a_chain_of_its_own(self):
         exp = os.path.join(self.tmp, "loop1.jsonl")
