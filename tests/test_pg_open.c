@@ -290,6 +290,8 @@ Test(pg_open, a_bad_libpq_option_is_the_callers_error)
                  "target_session_attrs");
     open_refused(reg, "&no_such_option=1", PL_EINVAL, "no_such_option");
     open_refused(reg, "&port=5432,5433", PL_EINVAL, "port");
+    /* as many hostaddr values as hosts, or libpq refuses them */
+    open_refused(reg, "&hostaddr=127.0.0.1,127.0.0.2", PL_EINVAL, "hostaddr");
     open_refused(reg, "&service=pl_no_such_service", PL_EINVAL,
                  "pl_no_such_service");
     /* a valid option whose server is not there: the store failed */

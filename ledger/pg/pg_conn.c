@@ -548,8 +548,8 @@ static char *masked(const char *uri)
 #define NOWHERE "/dev/null/policyledger"
 
 /*
- * The values of the URI's libpq options (sslmode=bogus, a port list that
- * does not match its hosts, a service not defined), which
+ * The values of the URI's libpq options (sslmode=bogus, a port or
+ * hostaddr list that does not match its hosts, a service not defined), which
  * PQconninfoParse() does not check, checked as libpq checks them before
  * it connects, without connecting: a ping of the same options with every
  * host NOWHERE (hostaddr dropped, the host list as long as the URI's) is
@@ -559,15 +559,23 @@ static char *masked(const char *uri)
  */
 static int check_options(const pl__pg_store *s, const PQconninfoOption *opts)
 {
-    size_t n = 0, hosts = 1;
-    for (const PQconninfoOption *o = opts; o->keyword; o++, n++)
-        if (o->val &&
-            (!strcmp(o->keyword, "host") || !strcmp(o->keyword, "hostaddr"))) {
+    size_t n = 0, hosts = 1, of[2] = {0, 0}; /* host, hostaddr values */
+    for (const PQconninfoOption *o = opts; o->keyword; o++, n++) {
+        bool addr = !strcmp(o->keyword, "hostaddr");
+        if (o->val && *o->val && (addr || !strcmp(o->keyword, "host"))) {
             size_t k = 1;
             for (const char *p = o->val; *p; p++)
                 k += *p == ',';
+            of[addr] = k;
             hosts = k > hosts ? k : hosts;
         }
+    }
+    /* the check the ping below, without hostaddr, cannot make */
+    if (of[0] && of[1] && of[0] != of[1])
+        return pl__err(PL_EINVAL,
+                       "store '%s': a connection option is not valid: could "
+                       "not match %zu host names to %zu hostaddr values",
+                       s->path, of[0], of[1]);
     const char **kw = calloc(n + 2, sizeof *kw);
     const char **val = calloc(n + 2, sizeof *val);
     pl__buf where = {0};
