@@ -8,12 +8,14 @@
  * forked) at 0:0, its new run queued.  While "a" holds the key the new run
  * is not taken: a run of another key queued after it passes it on the
  * worker's free thread.  Once "a" ends, the new run is taken and
- * completes.  Nothing is timed: every wait is for a condition, with a
- * generous bound.
+ * completes.  A key that cannot be read (LMDB: its record damaged) is
+ * refused, nothing written, never taken for no key.  Nothing is timed:
+ * every wait is for a condition, with a generous bound.
  */
 #include "support.h"
 
 #include <errno.h>
+#include <lmdb.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -148,4 +150,68 @@ Test(fork_keys, an_upgrades_successor_waits_for_the_old_runs_key)
 Test(fork_keys, a_fork_waits_for_the_old_runs_key)
 {
     new_run_waits_for_the_key(false);
+}
+
+/*
+ * LMDB: the old run's flow record (its key and limit) fails its checksum:
+ * a fork or an upgrade cannot know the key, so it is refused
+ * (PL_ECORRUPT), and nothing is written: no new run, the old one as it
+ * was.  (On PostgreSQL the key is copied with its sum, and the new run's
+ * take fails it, as the original's would: docs/design.md §14.)
+ */
+Test(fork_keys, an_unreadable_key_refuses_the_fork)
+{
+    t_lmdb_only("a damaged flow record of an LMDB file");
+    pl_registry *reg = t_registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "gate", gate, NULL), PL_OK);
+    const char *path = t_store_path();
+    pl_engine *e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
+    submit(e, "b", RUN_B, "k");
+    pl_outcome *o = NULL;
+    cr_assert_eq(pl_run_continue(&o, e, "b", NULL), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_WAITING);
+    pl_outcome_free(o);
+    pl_engine_close(e);
+    /* a byte of its parked flow record changed, as a damaged disk would */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 16), 0);
+    cr_assert_eq(mdb_env_open(env, path, MDB_NOSUBDIR, 0600), 0);
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    cr_assert_eq(mdb_dbi_open(txn, "flow", 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(txn, dbi, &cur), 0);
+    MDB_val k = {1, "r"}, v;
+    cr_assert_eq(mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE), 0);
+    cr_assert(k.mv_size == 9 && *(const char *)k.mv_data == 'r');
+    uint8_t rec[256], key[9];
+    cr_assert_leq(v.mv_size, sizeof rec);
+    memcpy(key, k.mv_data, 9);
+    memcpy(rec, v.mv_data, v.mv_size);
+    rec[v.mv_size / 2] ^= 0x01;
+    mdb_cursor_close(cur);
+    k = (MDB_val){9, key};
+    v.mv_data = rec;
+    cr_assert_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    cr_assert_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    e = t_engine(path, reg, PL_DURABILITY_SYNC);
+    char *id = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "b", "0:0", "b2"), PL_ECORRUPT, "%s",
+                 pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "queue record"), "%s", pl_errmsg());
+    cr_assert_null(id);
+    cr_assert_eq(pl_run_upgrade(&id, e, "b", "0:0", "b3"), PL_ECORRUPT, "%s",
+                 pl_errmsg());
+    cr_assert_null(id);
+    pl_run_info *info = NULL;
+    cr_assert_eq(pl_run_get(&info, e, "b2"), PL_ENOTFOUND);
+    cr_assert_eq(pl_run_get(&info, e, "b3"), PL_ENOTFOUND);
+    cr_assert_eq(status_of(e, "b"), PL_RUN_WAITING);
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
