@@ -215,6 +215,11 @@ typedef struct pl__batch {
     int32_t priority;
     const char *flow_key; /* NULL: none */
     uint32_t flow_limit;  /* with flow_key: 1 or more */
+    /* create, instead of flow_key: the concurrency key and limit of run
+     * flow_from as this transaction finds them (its lease's, or its
+     * parked key's: FLOW below; none when it has none), for a fork's or
+     * an upgrade's new run; 0: none */
+    uint64_t flow_from;
 } pl__batch;
 
 PL__HIDDEN void pl__batch_free(pl__batch *b);
@@ -698,7 +703,12 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * its key's queue.
  * LMDB keeps them in the `flow` database (lmdb_flow.c): the run's flow
  * record, an index by rank, and one by key; PostgreSQL as columns of the
- * lease row (pg_flow.c).  They go with the lease.
+ * lease row (pg_flow.c).  They go with the lease.  A run created with
+ * pl__batch.flow_from (a fork, an upgrade's successor) takes that run's
+ * key and limit, not its rank: a key damaged there is refused on LMDB
+ * (PL_ECORRUPT, the commit writes nothing) and carried, its sum with it,
+ * on PostgreSQL, where the new run's take fails it as it would the
+ * original.
  *
  * RATE BUDGETS.  A named rate limit's budget (fixed windows, flowrec.h) is
  * a record of the store's own, read and counted in one transaction; so is

@@ -128,6 +128,17 @@ Test(readonly, reads_but_never_writes, .fini = t_cleanup)
     cr_assert_eq(info->status, PL_RUN_FAILED);
     cr_assert_eq(info->attempts, 1);
     pl_run_info_free(info);
+    /* a fork and an upgrade would write a run: refused as runs.h says */
+    char *id = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "r1", "0:1", "r1-fork"), PL_ESTATE, "%s",
+                 pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "read-only"), "%s", pl_errmsg());
+    cr_assert_null(id);
+    cr_assert_eq(pl_run_upgrade(&id, e, "failed", "0:0", "failed-v2"),
+                 PL_ESTATE, "%s", pl_errmsg());
+    cr_assert(strstr(pl_errmsg(), "read-only"), "%s", pl_errmsg());
+    cr_assert_null(id);
+    cr_assert_eq(status_of(e, "failed"), PL_RUN_FAILED);
     pl_engine_close(e);
 
     /* a writer sees just the two runs */

@@ -25,7 +25,12 @@
  * cannot continue it itself.  Without a lease no worker would ever take
  * it.  A crash between the commits leaves the lease to run out and the
  * run `failed`, which a worker's take leaves as it is; a crash after the
- * second leaves the run to be taken once the lease has run out.
+ * second leaves the run to be taken once the lease has run out.  The
+ * lease is made with the old run's concurrency key and limit, as the
+ * store finds them in the creating commit (pl__batch.flow_from: the old
+ * run's lease, or the key it keeps parked in a wait), so a worker takes
+ * the new run only while the key has room: an upgrade's successor
+ * replaces its run under the key, and a fork is the same work again.
  *
  * pl_run_upgrade is a fork that replaces its run: it holds the old run's
  * lease from before it reads the run, and its second commit also ends the
@@ -285,8 +290,8 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
                        fn, new_id, PL_MAX_RUN_ID);
     uint32_t at = 0;
     int st = parse_root_step(at_step_id, &at);
-    if (st)
-        return st;
+    if (st || (st = pl__engine_writable(e, fn)))
+        return st; /* a read-only engine: refused before the run is read */
 
     char idbuf[PL_UUID_LEN + 1];
     uint64_t num, new_num = 0, gen = 0;
@@ -373,8 +378,12 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     create.create_info = &new_info;
     create.lease_owner = e->worker; /* generation 1, until it is whole */
     create.lease_us = e->lease_us;
-    if ((st = pl__engine_commit(e, &create)))
+    create.flow_from = num; /* the same work: under the old run's key */
+    if ((st = pl__engine_commit(e, &create))) {
+        st = pl__err(st, "%s: creating run '%s' from run '%s': %s", fn, new_id,
+                     run_id, pl_errmsg());
         goto done;
+    }
     if (create.rc) {
         st = pl__err(PL_EEXIST, "%s: run '%s' exists already", fn, new_id);
         goto done;

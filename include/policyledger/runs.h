@@ -467,7 +467,14 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  *
  * The new run has the old one's root policy, payload, actions, seed and
  * deadline (pl_run_info.deadline_ms, so an upgrade's successor has it
- * too), and is left `running` with no owner: continue it with
+ * too), and its concurrency key and limit (pl_run_options.concurrency_key)
+ * as the old run holds them when the new run is written: it is the same
+ * work again, so a worker takes it only while the key has room (an
+ * upgrade's successor replaces its run under the key).  Not its priority:
+ * it is queued afresh.  A run holds its key while it is queued, running
+ * or waiting; one suspended or failed holds none (the key goes with its
+ * lease), and neither does its fork.  It is left `running` with no
+ * owner: continue it with
  * pl_run_continue() (a recovery tool's "finish every run whose owner is
  * gone" finishes it too), and it replays the copied steps and goes on
  * with the code loaded now.
@@ -491,8 +498,13 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  *         no such step); PL_EBUSY (the run is running in a live process);
  *         PL_EEXIST (@p new_id is taken by a run, or by a deleted run's
  *         tombstone, which pl_errmsg() names; refused before anything is
- *         written); PL_ECORRUPT; PL_EVERSION;
- *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
+ *         written); PL_ESTATE (a read-only engine); PL_ECORRUPT (also:
+ *         the old run's concurrency key record fails its checksum, on
+ *         LMDB; nothing is written); PL_EVERSION;
+ *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
+ *         failed; the old run is as it was, and the new run, if the
+ *         failure came between the two commits, is left as above);
+ *         PL_ENOMEM.
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);
@@ -527,10 +539,11 @@ int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
  * crash before that commit may leave the new run `failed`, its reason
  * saying the upgrade did not complete, and the old run as it was.)
  *
- * @return as pl_run_fork(), plus PL_ESTATE (the run is completed,
- *         cancelled or continued as new, which are final, or superseded
- *         already) and PL_EBUSY also when another worker holds the run's
- *         lease.
+ * @return as pl_run_fork() (PL_ESTATE for a read-only engine, the store's
+ *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES among them), plus
+ *         PL_ESTATE (the run is completed, cancelled or continued as new,
+ *         which are final, or superseded already) and PL_EBUSY also when
+ *         another worker holds the run's lease.
  */
 int pl_run_upgrade(char **out_new_id, pl_engine *engine, const char *run_id,
                    const char *at_step_id, const char *new_id);

@@ -245,8 +245,8 @@ PL__HIDDEN int pl__lmdb_flow_add(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
 /* Drop run @p run's flow, with its lease (none: nothing). */
 PL__HIDDEN int pl__lmdb_flow_drop(pl__lmdb_store *s, MDB_txn *txn, uint64_t run,
                                   int *st);
-/* Run @p from's flow, for the successor of a run continued as new: *has
- * false when it has none. */
+/* Run @p from's flow, for the successor of a run continued as new and
+ * the new run of a fork or an upgrade: *has false when it has none. */
 PL__HIDDEN int pl__lmdb_flow_pass(pl__lmdb_store *s, MDB_txn *txn,
                                   uint64_t from, pl__flow *out, bool *has,
                                   int *st);

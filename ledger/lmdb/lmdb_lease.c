@@ -155,6 +155,19 @@ int pl__lmdb_lease_batch(pl__lmdb_store *s, MDB_txn *txn, const pl__batch *bt,
                       .limit = bt->flow_key ? bt->flow_limit : 0};
         if (bt->flow_key)
             snprintf(f.key, sizeof f.key, "%s", bt->flow_key);
+        /* another run's key and limit (a fork's, an upgrade's): a damaged
+         * record is refused, *st, never read as no key */
+        pl__flow from;
+        bool has = false;
+        if (!rc && bt->flow_from &&
+            ((rc = pl__lmdb_flow_pass(s, txn, bt->flow_from, &from, &has,
+                                      st)) ||
+             *st))
+            return rc;
+        if (has) {
+            memcpy(f.key, from.key, sizeof f.key);
+            f.limit = from.limit;
+        }
         return rc ? rc : pl__lmdb_flow_add(s, txn, bt->run, &f, st);
     }
     if (!bt->gen)

@@ -179,7 +179,8 @@ static bool apply(pl__pg_cache *c, kept *k, const pl__batch *bt, bool created,
 /* Keep batch @p bt's new run (its creation: @p bt->run is its number). */
 static void create(pl__pg_cache *c, const pl__batch *bt)
 {
-    if (bt->rc || bt->flow_key || !bt->create_info || bt->succ_id)
+    if (bt->rc || bt->flow_key || bt->flow_from || !bt->create_info ||
+        bt->succ_id)
         return;
     kept *k = slot(c);
     k->num = bt->run;

@@ -11,6 +11,7 @@
  *   | Q_CREATE         | once per batch that creates a run: the run, its  |
  *   |                  | first state                                      |
  *   | L_CREATE         | after it, when the new run is leased or queued   |
+ *   |                  | (L_CREATE_FROM: with another run's key)          |
  *   | Q_CREATE_SUCC    | once per batch whose run ends continued: its     |
  *   |                  | successor, and L_CREATE_SUCC its queued lease at |
  *   |                  | the predecessor's place, with its key            |
@@ -462,13 +463,18 @@ static int create_send(commit_ctx *x, pl__batch *bt)
     snprintf(d, sizeof d, "%lld", (long long)bt->lease_us);
     snprintf(p, sizeof p, "%d", (int)bt->priority);
     snprintf(l, sizeof l, "%u", bt->flow_key ? (unsigned)bt->flow_limit : 0u);
+    char from[24]; /* or L_CREATE_FROM: another run's key */
+    snprintf(from, sizeof from, "%llu", (unsigned long long)bt->flow_from);
     const char *lv[6] = {bt->create_id,
                          bt->lease_owner,
                          d,
                          p,
-                         bt->flow_key ? bt->flow_key : "",
+                         bt->flow_from  ? from
+                         : bt->flow_key ? bt->flow_key
+                                        : "",
                          l};
-    if ((st = pl__pg_send(x->s, x->c, L_CREATE, 6, lv, NULL, NULL,
+    if ((st = pl__pg_send(x->s, x->c, bt->flow_from ? L_CREATE_FROM : L_CREATE,
+                          bt->flow_from ? 5 : 6, lv, NULL, NULL,
                           "sending a lease")))
         return st;
     x->q[x->nq++] = (sent){SENT_LEASE, bt};

@@ -815,7 +815,7 @@ static int make_statements(pl__pg_store *s)
         n, n);
     s->q[Q_BEGIN] = pl__strdup("BEGIN");
     s->q[Q_COMMIT] = pl__strdup("COMMIT");
-    for (int i = L_ACQUIRE; i <= L_CREATE_SUCC; i++)
+    for (int i = L_ACQUIRE; i <= L_CREATE_FROM; i++)
         if (pl__pg_lease_sql(s, i, &s->q[i]))
             return PL_ENOMEM;
     for (int i = L_TAKE; i <= L_POLL; i++) /* and L_TAKE_DUES */

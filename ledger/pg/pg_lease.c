@@ -76,8 +76,9 @@
  *         marks, its state written without a fence (pg_one.c's one-run
  *         statement, by pl_cancel_mark() when its look in the inbox finds
  *         a cancellation; a group's Q_WRITE, by L_MARK after it);
- *   - L_CREATE and L_CREATE_SUCC make a run's first lease, with the run:
- *     its inbox is empty; L_RENEW sets the expiry alone; the rest delete.
+ *   - L_CREATE, L_CREATE_FROM and L_CREATE_SUCC make a run's first
+ *     lease, with the run: its inbox is empty; L_RENEW sets the expiry
+ *     alone; the rest delete.
  *
  * A delivery locks the state, then the lease; a commit, the lease (its
  * fence), then the state it writes: a cancellation's mark (T_CANCEL_PUT)
@@ -222,6 +223,25 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             "LEFT JOIN \"%s\".leases p ON p.run = $2::bigint WHERE r.id = "
             "convert_to($1, 'UTF8') AND r.num = currval('\"%s\".run_num')",
             n, n, n, n);
+        break;
+    case L_CREATE_FROM:
+        /* L_CREATE of a fork's or an upgrade's new run: the key and limit
+         * of run $5 (pl__batch.flow_from), its parked row's, else its
+         * lease's (TIMER_KEY's order), with their sum: a damaged one stays
+         * damaged (pg_flow.c, KEY SUMS); none when it has none */
+        *out = pl__asprintf(
+            "INSERT INTO \"%s\".leases (run, gen, owner, id, expires, qrank, "
+            "fkey, flimit, ksum) SELECT r.num, CASE WHEN $2 = '' THEN 0 ELSE "
+            "1 END, $2, $1, CASE WHEN $2 = '' THEN 0 ELSE " NOW_US
+            " + $3::bigint END, " NOW_US " - $4::bigint * %d000, k.fkey, "
+            "coalesce(k.flimit, 0), k.ksum FROM \"%s\".runs r LEFT JOIN "
+            "LATERAL (SELECT x.fkey, x.flimit, x.ksum FROM (SELECT 0 AS o, "
+            "p.fkey, p.flimit, p.ksum FROM \"%s\".parked p WHERE p.run = "
+            "$5::bigint UNION ALL SELECT 1, l.fkey, l.flimit, l.ksum FROM "
+            "\"%s\".leases l WHERE l.run = $5::bigint) x WHERE x.fkey IS NOT "
+            "NULL ORDER BY x.o LIMIT 1) k ON true WHERE r.id = convert_to($1, "
+            "'UTF8') AND r.num = currval('\"%s\".run_num')",
+            n, PL_PRIORITY_STEP_MS, n, n, n, n);
         break;
     case L_TAKE:
         /* the take (pg_flow.c): the queue's head locked (h) and, without
