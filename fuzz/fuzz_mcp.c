@@ -107,7 +107,7 @@ static void lines(pl__buf *seen, size_t *garbage, const uint8_t *sizes,
         m->len += n;
         at += n;
         cJSON *msg;
-        while (pl__mcp_take_msg(m, &msg, garbage)) {
+        while (pl__mcp_take_msg(m, &msg, garbage) > 0) {
             CHECK(cJSON_IsObject(msg));
             char *text = cJSON_PrintUnformatted(msg);
             CHECK(text && !pl__buf_append(seen, text, strlen(text)) &&
@@ -137,7 +137,8 @@ static size_t garbage_in(const char *body, size_t len)
         CHECK(copy);
         memcpy(copy, p, k);
         copy[k] = '\0';
-        cJSON *v = pl__mcp_parse(copy, k);
+        cJSON *v = NULL;
+        CHECK(pl__mcp_parse(&v, copy, k) == PL_OK);
         n += !cJSON_IsObject(v) && k && !(k == 1 && *p == '\r');
         cJSON_Delete(v);
         free(copy);

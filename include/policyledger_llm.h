@@ -296,7 +296,12 @@ typedef struct pl_llm_delta {
                                is of, once the model has named it; else
                                NULL */
     unsigned tool_index;  /**< PL_LLM_DELTA_TOOL_ARGS: the call's place
-                               among the answer's tool calls, from 0 */
+                               among the answer's tool calls, from 0:
+                               the place the recorded answer gives it
+                               (the calls in the order they begin), not
+                               the index a server numbers it with
+                               (OpenAI's tool_calls[].index may leave
+                               gaps: 0, then 2 is places 0 and 1) */
     int replayed;         /**< 1: the turn's recorded answer, served from
                                the ledger, delivered whole */
 } pl_llm_delta;

@@ -54,7 +54,9 @@
  *     (memory stays bounded: nothing past the cap is kept).  Lines on
  *     the server's output that are not JSON-RPC are skipped (a server
  *     that prints only garbage ends in Timeout, the message counts the
- *     lines skipped).  A string escaping a lone UTF-16 surrogate ("\ud83d"
+ *     lines skipped).  A message that cannot be read for want of memory
+ *     fails the call with PL_ENOMEM, a status, as any allocation failing
+ *     does (no result is recorded).  A string escaping a lone UTF-16 surrogate ("\ud83d"
  *     without its low half: a string cut inside a pair, as JavaScript and
  *     Python print it) is read with U+FFFD in its place, over either
  *     transport.

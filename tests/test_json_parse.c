@@ -8,11 +8,13 @@
  * with the JSON pointer of the string and its byte, at the top, in arrays,
  * in nested objects, after escaped quotes and backslashes; "\\u0000" (an
  * escaped backslash and the text u0000) taken as the text it is; NULL
- * arguments.
+ * arguments; cJSON's allocations failing (PL_ENOMEM, never "not JSON"),
+ * and text close to JSON that cJSON refuses (PL_EJSON, never PL_ENOMEM).
  */
 #include "support.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void expect_has(const char *hay, const char *needle)
@@ -116,4 +118,93 @@ Test(json_parse, null_arguments_are_refused)
     expect_has(pl_errmsg(), "out is NULL");
     cr_expect_eq(pl_json_parse(&v, NULL, 0), PL_EINVAL);
     expect_has(pl_errmsg(), "text is NULL");
+}
+
+/* cJSON's allocations through these hooks: the k-th fails (0: none). */
+static long g_fail_at, g_count;
+
+static void *failing_malloc(size_t n)
+{
+    return ++g_count == g_fail_at ? NULL : malloc(n);
+}
+
+/* JSON text that cJSON cannot read for want of memory is PL_ENOMEM, as
+ * any failing allocation is, whichever of its allocations fails: not
+ * PL_EJSON, "not JSON", for which a caller takes text of the sender's
+ * (an MCP server's answer was read as one that is not JSON, a ToolBug).
+ * Every construct: objects, arrays, escapes, a surrogate pair, numbers,
+ * literals, the deepest nesting cJSON reads whole. */
+Test(json_parse, json_cjson_cannot_allocate_for_is_out_of_memory)
+{
+    static char deep[2 * 999 + 1];
+    memset(deep, '[', 999);
+    memset(deep + 999, ']', 999);
+    const char *texts[] = {
+        " {\"a\": [1, -0.5e+3, 1E2, 0, true, false, null, {}, [ ]], "
+        "\"k\\u00e9\": \"x\\\"\\\\\\/\\b\\f\\n\\r\\t\\ud83d\\ude00\", "
+        "\"n\": {\"o\": \"\"}} ",
+        "\"a string\"",
+        "12",
+        "[]",
+        "{ }",
+        deep};
+    cJSON_Hooks hooks = {failing_malloc, free};
+    cJSON_InitHooks(&hooks);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const char *t = texts[i];
+        cJSON *v = NULL;
+        g_count = g_fail_at = 0;
+        cr_assert_eq(pl_json_parse(&v, t, strlen(t)), PL_OK, "%.60s: %s", t,
+                     pl_errmsg());
+        cJSON_Delete(v);
+        long total = g_count;
+        cr_assert_gt(total, 0);
+        for (long k = 1; k <= total; k++) {
+            g_count = 0;
+            g_fail_at = k;
+            v = (cJSON *)1;
+            int st = pl_json_parse(&v, t, strlen(t));
+            cr_expect_eq(st, PL_ENOMEM,
+                         "%.60s, allocation %ld failing: %s (%s)", t, k,
+                         pl_status_name(st), pl_errmsg());
+            cr_expect_null(v);
+        }
+    }
+    cJSON_InitHooks(NULL);
+}
+
+/* Text cJSON refuses is PL_EJSON, never taken for memory running out,
+ * whatever is close to JSON in it: what cJSON refuses of RFC 8259 (a
+ * lone surrogate escaped, nesting past its limit) too. */
+Test(json_parse, text_cjson_refuses_is_never_out_of_memory)
+{
+    static char deep[2 * 1001 + 1];
+    memset(deep, '[', 1001);
+    memset(deep + 1001, ']', 1001);
+    const char *texts[] = {"-",
+                           "+1",
+                           ".5",
+                           "1e",
+                           "1e+",
+                           "[1,]",
+                           "[1 2]",
+                           "{\"a\"}",
+                           "{\"a\" 1}",
+                           "{\"a\": 1,}",
+                           "{1: 2}",
+                           "tru",
+                           "nul",
+                           "\"abc",
+                           "\"\\x\"",
+                           "\"\\u12\"",
+                           "\"\\ud800\"",
+                           "\"\\udc00\"",
+                           "\"\\ud800\\u0041\"",
+                           "[",
+                           "]",
+                           "{",
+                           "  ",
+                           deep};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        refused(texts[i], 0, "");
 }

@@ -6,8 +6,8 @@
  * or a model sent, quoted in a message, cut on a character boundary (the
  * message, and a re-prompt that carries it, stay UTF-8); the scripted
  * model's argument pieces cut on a character boundary; OpenAI tool calls
- * that share an index but not an id; a byte order mark before the first
- * event.
+ * that share an index but not an id, and indexes with a gap; a byte order
+ * mark before the first event.
  */
 #include "llm_support.h"
 
@@ -307,11 +307,7 @@ Test(llm_stream_odd, the_scripted_pieces_are_cut_between_characters)
     pl_registry_free(reg);
 }
 
-/* A server that numbers every streamed tool call 0 (each call whole in a
- * piece of its own, with its own id): an id other than the one its place
- * holds begins another call, as the whole answer would have two.  They
- * were joined into one call ("echoecho", arguments "{}{}"): a malformed
- * answer, no tool run. */
+/* The deltas' tool_index of turn 1. */
 static unsigned g_index_seen[4];
 static size_t g_n_index;
 
@@ -322,37 +318,33 @@ static void keep_index(const pl_llm_delta *d, void *user)
         g_index_seen[g_n_index++] = d->tool_index;
 }
 
-Test(llm_stream_odd, calls_that_share_an_index_but_not_an_id_are_two)
+/* The OpenAI stream @p stream (SSE events, escaped as a JSON string's
+ * text) of two calls of "echo", ids c1 and c2, then "Echoed twice.", as
+ * run @p run, its deltas kept (keep_index()): the two calls must be
+ * recorded in that order.  The completed outcome; done() ends it. */
+static pl_outcome *echo_twice(t_server *srv, pl_engine **e, pl_registry **reg,
+                              const char *stream, const char *run)
 {
-#define PIECE(ID)                                                              \
-    "data: {\\\"choices\\\": [{\\\"delta\\\": {\\\"tool_calls\\\": "           \
-    "[{\\\"index\\\": 0, \\\"id\\\": \\\"" ID "\\\", \\\"function\\\": "       \
-    "{\\\"name\\\": \\\"echo\\\", \\\"arguments\\\": \\\"{}\\\"}}]}}]}\\n\\n"
-    const char *one = PIECE("c1"), *two = PIECE("c2");
-#undef PIECE
-    char resp[1200];
-    snprintf(resp, sizeof resp,
-             "{\"stream_raw\": \"%s%sdata: [DONE]\\n\\n\"},"
-             "{\"answer\": {\"text\": \"Echoed twice.\"}}",
-             one, two);
-    char script[1400];
+    char script[2600];
     snprintf(script, sizeof script,
-             "{\"protocol\": \"openai\", \"responses\": [%s]}", resp);
-    t_server srv;
-    t_server_start(&srv, script);
+             "{\"protocol\": \"openai\", \"responses\": ["
+             "{\"stream_raw\": \"%sdata: [DONE]\\n\\n\"},"
+             "{\"answer\": {\"text\": \"Echoed twice.\"}}]}",
+             stream);
+    t_server_start(srv, script);
     char model[128];
     pl_llm_options o = PL_LLM_OPTIONS_INIT;
-    o.base_url = t_model_on(model, sizeof model, &srv, "openai", "openai://m");
+    o.base_url = t_model_on(model, sizeof model, srv, "openai", "openai://m");
     o.on_delta = keep_index;
-    pl_registry *reg = t_llm_registry(model, &o);
-    pl_engine *e = t_engine(t_store_path(), reg, PL_DURABILITY_PROCESS);
-    pl_outcome *out = t_agent(e, "hi", "[\"echo\"]", "odd");
+    *reg = t_llm_registry(model, &o);
+    *e = t_engine(t_store_path(), *reg, PL_DURABILITY_PROCESS);
+    pl_outcome *out = t_agent(*e, "hi", "[\"echo\"]", run);
     cr_assert_eq(out->status, PL_RUN_COMPLETED, "%s",
                  out->reason ? out->reason : "");
     cr_expect_str_eq(t_str(pl_outcome_result(out), "text"), "Echoed twice.",
                      "%s", t_text(pl_outcome_result(out)));
     pl_steps *l = NULL;
-    cr_assert_eq(pl_run_ledger(&l, e, "odd", "0.0"), PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(pl_run_ledger(&l, *e, run, "0.0"), PL_OK, "%s", pl_errmsg());
     const char *ids[2] = {"c1", "c2"};
     int calls = 0;
     for (size_t i = 0; i < pl_steps_count(l); i++) {
@@ -367,8 +359,58 @@ Test(llm_stream_odd, calls_that_share_an_index_but_not_an_id_are_two)
     }
     cr_expect_eq(calls, 2);
     pl_steps_free(l);
+    return out;
+}
+
+/* A server that numbers every streamed tool call 0 (each call whole in a
+ * piece of its own, with its own id): an id other than the one its place
+ * holds begins another call, as the whole answer would have two.  They
+ * were joined into one call ("echoecho", arguments "{}{}"): a malformed
+ * answer, no tool run. */
+Test(llm_stream_odd, calls_that_share_an_index_but_not_an_id_are_two)
+{
+#define PIECE(ID)                                                              \
+    "data: {\\\"choices\\\": [{\\\"delta\\\": {\\\"tool_calls\\\": "           \
+    "[{\\\"index\\\": 0, \\\"id\\\": \\\"" ID "\\\", \\\"function\\\": "       \
+    "{\\\"name\\\": \\\"echo\\\", \\\"arguments\\\": \\\"{}\\\"}}]}}]}\\n\\n"
+    const char *two = PIECE("c1") PIECE("c2");
+#undef PIECE
+    t_server srv;
+    pl_engine *e = NULL;
+    pl_registry *reg = NULL;
+    pl_outcome *out = echo_twice(&srv, &e, &reg, two, "odd");
     cr_expect_eq(g_n_index, 2);
     cr_expect_eq(g_index_seen[0], 0);
     cr_expect_eq(g_index_seen[1], 1, "the second call's place");
+    done(&srv, e, reg, out);
+}
+
+/* A server whose tool call indexes leave a gap (0, then 2): the answer
+ * records the calls in their places, 0 and 1, and the deltas say those
+ * places, so that a viewer matches each piece with its recorded call.
+ * The second call's pieces said 2, the server's index, which no recorded
+ * call has. */
+Test(llm_stream_odd, a_gap_in_the_tool_call_indexes_is_no_gap_in_the_deltas)
+{
+#define PIECE(I, ID, NAME, ARGS)                                               \
+    "data: {\\\"choices\\\": [{\\\"delta\\\": {\\\"tool_calls\\\": "           \
+    "[{\\\"index\\\": " I ID ", \\\"function\\\": {" NAME                      \
+    "\\\"arguments\\\": \\\"" ARGS "\\\"}}]}}]}\\n\\n"
+#define ID(X) ", \\\"id\\\": \\\"" X "\\\""
+#define NAME "\\\"name\\\": \\\"echo\\\", "
+    const char *pieces = PIECE("0", ID("c1"), NAME, "{") PIECE("0", "", "", "}")
+        PIECE("2", ID("c2"), NAME, "{") PIECE("2", "", "", "}");
+#undef NAME
+#undef ID
+#undef PIECE
+    t_server srv;
+    pl_engine *e = NULL;
+    pl_registry *reg = NULL;
+    pl_outcome *out = echo_twice(&srv, &e, &reg, pieces, "gap");
+    cr_expect_eq(g_n_index, 4);
+    cr_expect_eq(g_index_seen[0], 0);
+    cr_expect_eq(g_index_seen[1], 0);
+    cr_expect_eq(g_index_seen[2], 1, "the second call's place, not its index");
+    cr_expect_eq(g_index_seen[3], 1, "the second call's place, not its index");
     done(&srv, e, reg, out);
 }

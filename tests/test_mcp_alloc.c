@@ -200,3 +200,71 @@ Test(mcp_alloc, a_tool_whose_copy_fails_fails_the_registration)
     cr_expect_eq(pl_mcp_tool_count(F.mcp), 5);
     cr_expect_not_null(pl_registry_find(F.reg, "fake.die"));
 }
+
+/* A message of the server that cannot be read for want of memory fails
+ * the call with PL_ENOMEM, as any allocation failing does.  It was taken
+ * for a message that is not JSON: the call's result an error -32700,
+ * ToolBug, "not JSON" (when its id could be read again; else a line
+ * skipped, and Timeout).  What fails is cJSON's reading of echo's text,
+ * '{"text": "zzz..."}' of a 6000-byte text: 6014 bytes, no other
+ * allocation of the call that size.  Over stdio; over Streamable HTTP as
+ * one JSON body, then as an event stream. */
+static void expect_call_out_of_memory(const char *server, const char *run_id)
+{
+    static char calls[7000], payload[7100];
+    int k = snprintf(calls, sizeof calls,
+                     "[{\"tool\": \"%s.echo\", \"args\": {\"text\": \"",
+                     server);
+    memset(calls + k, 'z', 6000);
+    snprintf(calls + k + 6000, sizeof calls - (size_t)k - 6000, "\"}}]");
+    snprintf(payload, sizeof payload, "{\"calls\": %s}", calls);
+    cJSON *p = cJSON_Parse(payload);
+    cr_assert_not_null(p);
+    pl_action a = {PL_ACTION_VERSION, "use", p, NULL, 0, NULL};
+    pl_run_options ro = PL_RUN_OPTIONS_INIT;
+    ro.run_id = run_id;
+    pl_outcome *o = NULL;
+    g_failed = false;
+    g_fail_size = 6014;
+    int st = pl_run_start(&o, F.engine, &a, &ro);
+    g_fail_size = 0;
+    cr_assert(g_failed, "the answer's text was not read");
+    cr_expect_eq(st, PL_ENOMEM, "%s: %s (the run's result: %s)",
+                 pl_status_name(st), st ? pl_errmsg() : "",
+                 o ? t_text(pl_outcome_result(o)) : "none");
+    cr_expect(st != PL_ENOMEM || strstr(pl_errmsg(), "out of memory"), "%s",
+              pl_errmsg());
+    pl_outcome_free(o);
+    /* memory back, the run goes on: the call was sent and may have acted
+     * (echo is not idempotent), so it is in doubt, as after a crash */
+    o = NULL;
+    st = pl_run_continue(&o, F.engine, run_id, NULL);
+    cr_expect_eq(st, PL_OK, "%s", pl_errmsg());
+    cr_assert(o && o->status == PL_RUN_COMPLETED, "run %s: %s", run_id,
+              o && o->reason ? o->reason : "");
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(pl_outcome_result(o),
+                                                        "got");
+    expect_error(at(got, 0), "InDoubt", "in flight");
+    pl_outcome_free(o);
+    cJSON_Delete(p);
+}
+
+Test(mcp_alloc, an_answer_not_read_for_want_of_memory_fails_the_call)
+{
+    char spec[9000];
+    snprintf(spec, sizeof spec, "stdio:python3 " FAKE " ok %s", F.dir);
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 3000;
+    open_all("fake", spec, &o);
+    expect_call_out_of_memory("fake", "r1");
+}
+
+Test(mcp_alloc, an_http_answer_not_read_for_want_of_memory_fails_the_call,
+     .fini = teardown_http)
+{
+    pl_mcp_options o = quiet();
+    o.timeout_ms = 3000;
+    open_on("{\"call\": [null, null, {\"sse\": true}]}", &o);
+    expect_call_out_of_memory("h", "r1");
+    expect_call_out_of_memory("h", "r2");
+}

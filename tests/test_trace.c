@@ -3,7 +3,8 @@
  * reads it: a run parked at a sleep and one suspended for a human say
  * which, and where (step_type, seq); a version point says the version the
  * run takes; a schedule's failure names the schedule; every line is JSON
- * text, UTF-8, whatever bytes an event's detail holds.
+ * text, UTF-8, whatever bytes an event's detail holds, its integers
+ * digits whatever their size.
  */
 #include "support.h"
 
@@ -193,5 +194,46 @@ Test(trace, a_schedule_failed_line_names_the_schedule)
     const cJSON *l = line_of(all, "", "schedule_failed");
     cr_expect_str_eq(str_of(l, "schedule"), "nightly", "%s", t_text(l));
     cr_expect_str_eq(str_of(l, "status"), "PL_EIO");
+    cJSON_Delete(all);
+}
+
+/* Every integer of a line is written as its digits, whatever its size: a
+ * reader that takes integers would refuse 1e+15.  elapsed_ns and tokens
+ * were written as cJSON writes a double, in exponent form from 10^15 on
+ * (elapsed_ns of 1e15 is 11.6 days: a run that waited) and rounded past
+ * 2^53. */
+Test(trace, integers_are_written_as_digits_whatever_their_size)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/big.jsonl", t_tmpdir());
+    pl_trace *t;
+    cr_assert_eq(pl_trace_open(&t, path), PL_OK, "%s", pl_errmsg());
+    pl_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = PL_EVENT_RUN_COMPLETED;
+    ev.run_id = "big";
+    ev.elapsed_ns = 1000000000000000; /* 10^15 */
+    pl_trace_event(&ev, t);
+    ev.kind = PL_EVENT_CALL_COMPLETED;
+    ev.seq = UINT32_MAX;
+    ev.elapsed_ns = UINT64_MAX;
+    ev.tokens_in = UINT64_MAX - 1;
+    ev.tokens_out = 9007199254740993; /* 2^53 + 1: no double */
+    pl_trace_event(&ev, t);
+    cr_assert_eq(pl_trace_close(t), PL_OK, "%s", pl_errmsg());
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cr_expect(strstr(text, "\"elapsed_ns\":1000000000000000}"), "%s", text);
+    cr_expect(strstr(text, "\"seq\":4294967295,"), "%s", text);
+    cr_expect(strstr(text, "\"elapsed_ns\":18446744073709551615,"), "%s", text);
+    cr_expect(strstr(text, "\"input\":18446744073709551614,"), "%s", text);
+    cr_expect(strstr(text, "\"output\":9007199254740993}"), "%s", text);
+    cr_expect(!strstr(text, "e+"), "%s", text);
+    cJSON *all = lines(path);
+    cr_expect_eq(cJSON_GetArraySize(all), 2);
     cJSON_Delete(all);
 }

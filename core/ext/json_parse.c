@@ -139,6 +139,155 @@ static bool blank(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+static size_t skip_blank(const char *t, size_t len, size_t i)
+{
+    while (i < len && blank(t[i]))
+        i++;
+    return i;
+}
+
+/* The UTF-16 unit of the 4 hex digits at t[i], or -1. */
+static long hex4(const char *t, size_t len, size_t i)
+{
+    char u[5] = "";
+    if (i + 4 > len)
+        return -1;
+    memcpy(u, t + i, 4);
+    return strspn(u, "0123456789abcdefABCDEF") == 4 ? strtol(u, NULL, 16) : -1;
+}
+
+/* The end of the string opening at t[i] when cJSON takes it (no control
+ * character, escapes of RFC 8259, a \u escape of a surrogate only in a
+ * pair), else 0. */
+static size_t string_end(const char *t, size_t len, size_t i)
+{
+    for (size_t j = i + 1; j < len; j++) {
+        unsigned char c = (unsigned char)t[j];
+        if (c == '"')
+            return j + 1;
+        if (c < 0x20)
+            return 0;
+        if (c != '\\')
+            continue;
+        if (++j >= len)
+            return 0;
+        if (strchr("\"\\/bfnrt", t[j]) && t[j])
+            continue;
+        long u = t[j] == 'u' ? hex4(t, len, j + 1) : -1;
+        if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF))
+            return 0;
+        j += 4;
+        if (u >= 0xD800 && u <= 0xDBFF) {
+            long lo = j + 2 < len && t[j + 1] == '\\' && t[j + 2] == 'u'
+                          ? hex4(t, len, j + 3)
+                          : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return 0;
+            j += 6;
+        }
+    }
+    return 0;
+}
+
+/* The end of the number at t[i] when it is one of RFC 8259 of at most 63
+ * characters (the most some cJSON versions read of one), else 0. */
+static size_t number_end(const char *t, size_t len, size_t i)
+{
+    size_t j = i + (t[i] == '-');
+    size_t digits = j;
+    while (j < len && t[j] >= '0' && t[j] <= '9')
+        j++;
+    if (j == digits || (t[digits] == '0' && j > digits + 1))
+        return 0;
+    if (j < len && t[j] == '.') {
+        size_t f = ++j;
+        while (j < len && t[j] >= '0' && t[j] <= '9')
+            j++;
+        if (j == f)
+            return 0;
+    }
+    if (j < len && (t[j] == 'e' || t[j] == 'E')) {
+        j += j + 1 < len && (t[j + 1] == '+' || t[j + 1] == '-') ? 2 : 1;
+        size_t e = j;
+        while (j < len && t[j] >= '0' && t[j] <= '9')
+            j++;
+        if (j == e)
+            return 0;
+    }
+    return j - i < 64 ? j : 0;
+}
+
+/*
+ * Whether @p text is one JSON value, white space around it, that cJSON
+ * parses, allocating nothing: RFC 8259, with cJSON's limits (nesting
+ * under CJSON_NESTING_LIMIT, no lone surrogate escaped).  Stricter than
+ * cJSON where they differ (control characters in a string, a byte order
+ * mark, numbers past 63 characters), never looser: when cJSON refuses
+ * such a text, it is that an allocation failed.
+ */
+static bool parses(const char *t, size_t len)
+{
+    char open[CJSON_NESTING_LIMIT]; /* '{' or '[' of each level */
+    int depth = 0;
+    bool key = false; /* a key is next, not a value */
+    size_t i = skip_blank(t, len, 0);
+    for (;;) {
+        if (i >= len)
+            return false;
+        char c = t[i];
+        if (key) {
+            i = c == '"' ? string_end(t, len, i) : 0;
+            i = i ? skip_blank(t, len, i) : 0;
+            if (!i || i >= len || t[i] != ':')
+                return false;
+            i = skip_blank(t, len, i + 1);
+            key = false;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            if (depth >= CJSON_NESTING_LIMIT - 1)
+                return false;
+            open[depth++] = c;
+            i = skip_blank(t, len, i + 1);
+            if (i < len && t[i] == (c == '{' ? '}' : ']'))
+                depth--, i++;
+            else {
+                key = c == '{';
+                continue;
+            }
+        } else if (c == '"') {
+            i = string_end(t, len, i);
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            i = number_end(t, len, i);
+        } else {
+            static const char *const words[] = {"null", "true", "false"};
+            size_t w = 0;
+            while (w < 3 && (len - i < strlen(words[w]) ||
+                             memcmp(t + i, words[w], strlen(words[w])) != 0))
+                w++;
+            i = w < 3 ? i + strlen(words[w]) : 0;
+        }
+        /* after a value: a comma, the end of containers, or of the text */
+        for (;;) {
+            if (!i)
+                return false;
+            i = skip_blank(t, len, i);
+            if (!depth)
+                return i == len;
+            if (i >= len)
+                return false;
+            if (t[i] != (open[depth - 1] == '{' ? '}' : ']'))
+                break;
+            depth--;
+            i++;
+        }
+        if (t[i] != ',')
+            return false;
+        key = open[depth - 1] == '{';
+        i = skip_blank(t, len, i + 1);
+    }
+}
+
 int pl_json_parse(cJSON **out, const char *text, size_t len)
 {
     if (!out)
@@ -150,6 +299,9 @@ int pl_json_parse(cJSON **out, const char *text, size_t len)
     cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, false);
     size_t at = end && end >= text && end <= text + len ? (size_t)(end - text)
                                                         : 0;
+    if (!v && parses(text, len))
+        return pl_errorf(PL_ENOMEM, "out of memory reading %zu bytes of JSON",
+                         len);
     if (!v)
         return pl_errorf(PL_EJSON, "not JSON (at byte %zu of %zu)", at, len);
     while (at < len && blank(text[at]))

@@ -28,7 +28,8 @@
  *
  * Every line is UTF-8, as JSON text is: a byte of a string (a detail, a
  * policy's reason) that is not part of well-formed UTF-8 is written as
- * U+FFFD.  A mutex keeps lines of concurrent runs whole; each line is
+ * U+FFFD.  Every integer is written as its digits (add_digits()), never
+ * as cJSON writes a double (1e+15).  A mutex keeps lines of concurrent runs whole; each line is
  * flushed.  A
  * reader gone from a FIFO costs the lines, counted, not the process
  * (SIGPIPE).
@@ -132,7 +133,18 @@ static bool has_elapsed(pl_event_kind k)
     return outcome(k) != NULL || k == PL_EVENT_COMMIT;
 }
 
-/* The line for @p ev, or NULL when out of memory. */
+/* Add @p v to @p o as @p key, written as its digits: cJSON writes every
+ * number as a double, in exponent form from 10^15 on (1e+15) and rounded
+ * past 2^53, which a reader of integers refuses. */
+static bool add_digits(cJSON *o, const char *key, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+    return cJSON_AddRawToObject(o, key, text) != NULL;
+}
+
+/* The line for @p ev, or NULL when out of memory.  Its integers are
+ * written as their digits, whatever their size (add_digits()). */
 static char *line(const pl_event *ev)
 {
     struct timespec ts;
@@ -160,22 +172,18 @@ static char *line(const pl_event *ev)
     if (!ok)
         cJSON_Delete(raw);
     if (ok && seq)
-        ok = cJSON_AddNumberToObject(o, "seq", ev->seq) != NULL;
+        ok = add_digits(o, "seq", ev->seq);
     if (ok && ev->status)
         ok = cJSON_AddStringToObject(o, "status", pl_status_name(ev->status)) !=
              NULL;
     if (ok && has_elapsed(k))
-        ok = cJSON_AddNumberToObject(o, "elapsed_ns", (double)ev->elapsed_ns) !=
-             NULL;
+        ok = add_digits(o, "elapsed_ns", ev->elapsed_ns);
     if (ok && k == PL_EVENT_VERSION)
         ok = cJSON_AddNumberToObject(o, "version", ev->version) != NULL;
     if (ok && (ev->tokens_in || ev->tokens_out)) {
-        cJSON *tok = NULL;
-        ok = !pl_json_pack(&tok, "{s:f, s:f}", "input", (double)ev->tokens_in,
-                           "output", (double)ev->tokens_out) &&
-             cJSON_AddItemToObject(o, "tokens", tok);
-        if (!ok)
-            cJSON_Delete(tok);
+        cJSON *tok = cJSON_AddObjectToObject(o, "tokens");
+        ok = tok && add_digits(tok, "input", ev->tokens_in) &&
+             add_digits(tok, "output", ev->tokens_out);
     }
     /* UTF-8 whatever bytes a detail or a name holds: JSON text is */
     char *text = ok ? pl__json_print_utf8(o) : NULL;

@@ -179,8 +179,9 @@ char *pl_json_print(const cJSON *json, bool formatted);
  * @param[in] text  @p len bytes, which need not end in a NUL
  * @return PL_OK; PL_EJSON (not one JSON value, or a string or key holding
  *         a NUL: the message says which and where, without a prefix, for
- *         the caller to add what the text was); PL_ENOMEM; PL_EINVAL (a
- *         NULL argument).
+ *         the caller to add what the text was); PL_ENOMEM (cJSON's
+ *         allocations too: JSON text cJSON could not read for want of
+ *         memory is never PL_EJSON); PL_EINVAL (a NULL argument).
  */
 int pl_json_parse(cJSON **out, const char *text, size_t len);
 

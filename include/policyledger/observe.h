@@ -49,7 +49,9 @@
  *
  * Every line is UTF-8, as JSON text is: a byte of a detail or a name that
  * is not part of well-formed UTF-8 is written as U+FFFD (as the export
- * writes it).
+ * writes it).  Every integer (ts_us, seq, elapsed_ns, the tokens,
+ * version) is written as its digits, whatever its size (elapsed_ns up to
+ * UINT64_MAX), never in exponent form.
  *
  * Install it as the engine's event callback:
  *

@@ -49,7 +49,7 @@ struct pl__llm_stream {
     call calls[MAX_CALLS];
     size_t n_calls;
     int blocks[MAX_BLOCKS]; /* Anthropic: block -> call + 1, 0 none */
-    int route[MAX_CALLS];   /* OpenAI: index -> call + 1, 0 the index's */
+    int route[MAX_CALLS];   /* OpenAI: index -> call + 1, 0 none yet */
     cJSON *usage;           /* the usage the provider sent, merged */
     bool done;
     int fail; /* 0, STREAM_BAD or STREAM_ERROR */
@@ -387,9 +387,18 @@ static int openai_event(pl__llm_stream *s, const cJSON *v)
     {
         const cJSON *idx = get(tc, "index"), *fn = get(tc, "function");
         const cJSON *id = get(tc, "id");
-        double at = cJSON_IsNumber(idx) ? idx->valuedouble : (double)s->n_calls;
-        int to = at >= 0 && at < MAX_CALLS ? s->route[(size_t)at] : 0;
-        call *c = call_at(s, to ? to - 1 : at);
+        bool numbered = cJSON_IsNumber(idx);
+        double at = numbered ? idx->valuedouble : (double)s->n_calls;
+        bool in = numbered && at >= 0 && at < MAX_CALLS;
+        int to = in ? s->route[(size_t)at] : 0;
+        /* a call takes the next place as it begins, whatever its index
+         * (0, then 2): the place the answer records it in, and the
+         * deltas' tool_index; a piece with no index begins a call */
+        call *c = call_at(s, to                ? to - 1
+                             : in || !numbered ? (double)s->n_calls
+                                               : at);
+        if (c && in && !to)
+            s->route[(size_t)at] = (int)(c - s->calls) + 1;
         /* a call's id comes in its first piece: another id (not empty)
          * where a call is begins another call (servers that number every
          * call 0), and the index's next pieces are that call's */

@@ -39,11 +39,12 @@ enum {
     T_EXPIRED
 };
 
-/* Parse the JSON text @p text (@p len bytes, changed in place): as it is,
- * or else with each escaped lone UTF-16 surrogate ("\ud83d" with no low
- * half after it, as a string cut inside a pair prints) made "\ufffd",
- * which cJSON refuses (mcp_rpc.c).  NULL: no JSON. */
-PL__HIDDEN cJSON *pl__mcp_parse(char *text, size_t len);
+/* Parse the JSON text @p text (@p len bytes, changed in place) into *out
+ * (caller frees): as it is, or else with each escaped lone UTF-16
+ * surrogate ("\ud83d" with no low half after it, as a string cut inside a
+ * pair prints) made "\ufffd", which cJSON refuses (mcp_rpc.c).  PL_OK,
+ * *out NULL when it is no JSON; PL_ENOMEM when memory ran out. */
+PL__HIDDEN int pl__mcp_parse(cJSON **out, char *text, size_t len);
 
 /* The longest Mcp-Session-Id taken. */
 #define PL__MCP_SESSION_MAX 1024

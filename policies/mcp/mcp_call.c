@@ -578,7 +578,8 @@ int pl__mcp_call_tool(pl_ctx *ctx, const pl_action *a, pl_steps *out,
     if (tr == T_OK) {
         st = pl__mcp_answer_steps(out, m, t->name, r, e);
     } else if (tr == T_NOMEM) {
-        st = PL_ENOMEM;
+        st = pl__err(PL_ENOMEM, "MCP server %s, tool %s: %s", m->name, t->name,
+                     why);
     } else {
         st = transport_error(out, m, t->name, tr, why, retry_after);
     }

@@ -160,7 +160,8 @@ typedef struct exchange {
     pl__buf body;  /* JSON body, or the stream's unread part */
     cJSON *answer; /* found */
     bool too_big;
-    char ctype[64];                        /* the Content-Type, cut */
+    bool nomem;     /* a message could not be read for want of memory */
+    char ctype[64]; /* the Content-Type, cut */
     char session[PL__MCP_SESSION_MAX + 1]; /* as given, if valid */
     bool session_bad;     /* one given that is not 1..MAX visible ASCII */
     size_t header_bytes;  /* of every response, 1xx ones too */
@@ -231,7 +232,9 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
 /* A message of the stream or body: keep it if it answers x->id. */
 static void take(exchange *x, char *text, size_t len)
 {
-    cJSON *v = pl__mcp_parse(text, len);
+    cJSON *v = NULL;
+    if (pl__mcp_parse(&v, text, len) == PL_ENOMEM)
+        x->nomem = true;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(v, "method");
     if (!x->answer && cJSON_IsNumber(id) && x->id &&
@@ -266,6 +269,7 @@ static void read_events(exchange *x)
             return;
         /* the event's data: its "data:" lines joined */
         pl__buf data = {0};
+        bool cut = false;
         for (size_t i = 0; i < end;) {
             size_t k = i;
             while (k < end && b[k] != '\n')
@@ -274,12 +278,14 @@ static void read_events(exchange *x)
             if (e - i >= 5 && memcmp(b + i, "data:", 5) == 0) {
                 size_t s = i + 5 + (e > i + 5 && b[i + 5] == ' ');
                 if ((data.len && pl__buf_append(&data, "\n", 1)) ||
-                    pl__buf_append(&data, b + s, e - s))
+                    pl__buf_append(&data, b + s, e - s)) {
+                    x->nomem = cut = true;
                     break;
+                }
             }
             i = k + 1;
         }
-        if (data.len)
+        if (data.len && !cut)
             take(x, (char *)data.data, data.len);
         pl__buf_free(&data);
         memmove(b, b + end + skip, n - end - skip);
@@ -297,8 +303,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
         x->too_big = true;
         return 0;
     }
-    if (pl__buf_append(&x->body, p, len))
+    if (pl__buf_append(&x->body, p, len)) {
+        x->nomem = true;
         return 0;
+    }
     if (x->stream) {
         read_events(x);
         if (x->answer)
@@ -475,6 +483,9 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
                  "(max_message_bytes)",
                  h->max_msg);
         t = T_TOOBIG;
+    } else if (x.nomem && !x.answer) {
+        snprintf(why, n, "out of memory reading the server's answer");
+        t = T_NOMEM;
     } else if (x.headers_too_big) {
         snprintf(why, n, "the server sent more than %zu bytes of headers",
                  PL__MCP_HEADERS_MAX);
@@ -512,8 +523,12 @@ int pl__mcp_http_post(pl__mcp_http *h, const char *body, size_t len, int64_t id,
             memcpy(h->session, x.session, sizeof h->session);
         if (id)
             body_answer(&x);
-        if (id && !x.answer)
+        if (id && !x.answer && x.nomem) {
+            snprintf(why, n, "out of memory reading the server's answer");
+            t = T_NOMEM;
+        } else if (id && !x.answer) {
             t = no_answer(&x, status, why, n);
+        }
     }
     if (t == T_OK)
         *answer = x.answer;

@@ -169,7 +169,8 @@ PL__HIDDEN int pl__mcp_answer_steps(pl_steps *out, const pl_mcp *m,
 
 /*
  * Take the next JSON object of the lines read into m->buf, dropping what
- * it read: 1 and *out (caller frees); 0 when no whole line is left.  A
+ * it read: 1 and *out (caller frees); 0 when no whole line is left; -1
+ * when memory ran out reading a line (dropped: the exchange fails).  A
  * line that is not a JSON object is skipped and counted in *garbage
  * (mcp_rpc.c).
  */

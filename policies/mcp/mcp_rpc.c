@@ -332,34 +332,36 @@ static bool fix_surrogates(char *text, size_t len)
 }
 
 /* A message pl_json_parse() refused (pl_errmsg() says why): when cJSON
- * reads an answer in it, its id's error, so that the call it answers
- * fails now, saying why, rather than waiting for another answer; else
- * NULL (no message). */
-static cJSON *refused(const char *text, size_t len)
+ * reads an answer in it, its id's error in *out, so that the call it
+ * answers fails now, saying why, rather than waiting for another answer;
+ * else NULL (no message).  PL_OK or PL_ENOMEM. */
+static int refused(cJSON **out, const char *text, size_t len)
 {
     char why[1024];
     snprintf(why, sizeof why, "the server's answer is refused: %s",
              pl_errmsg());
     cJSON *v = cJSON_ParseWithLength(text, len);
     cJSON *id = cJSON_DetachItemFromObjectCaseSensitive(v, "id");
-    cJSON *a = NULL;
+    int st = PL_OK;
     if ((cJSON_IsNumber(id) || cJSON_IsString(id)) &&
         !cJSON_HasObjectItem(v, "method"))
-        pl_json_pack(&a, "{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
-                     "error", "code", -32700, "message", why);
+        st = pl_json_pack(out, "{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
+                          "id", id, "error", "code", -32700, "message", why);
     cJSON_Delete(id);
     cJSON_Delete(v);
-    return a;
+    return st == PL_ENOMEM ? PL_ENOMEM : PL_OK;
 }
 
-cJSON *pl__mcp_parse(char *text, size_t len)
+int pl__mcp_parse(cJSON **out, char *text, size_t len)
 {
     /* pl_json_parse() refuses a string cJSON would cut at a NUL */
-    cJSON *v = NULL;
-    int st = pl_json_parse(&v, text, len);
+    *out = NULL;
+    int st = pl_json_parse(out, text, len);
     if (st == PL_EJSON && memchr(text, '\\', len) && fix_surrogates(text, len))
-        st = pl_json_parse(&v, text, len);
-    return st == PL_EJSON ? refused(text, len) : v;
+        st = pl_json_parse(out, text, len);
+    if (st == PL_EJSON)
+        return refused(out, text, len);
+    return st == PL_ENOMEM ? PL_ENOMEM : PL_OK;
 }
 
 int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
@@ -372,9 +374,12 @@ int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
         size_t line = (size_t)(nl - m->buf);
         /* a blank line (of "\r\n" too) is no message, and no garbage */
         bool blank = line == 0 || (line == 1 && m->buf[0] == '\r');
-        cJSON *v = pl__mcp_parse(m->buf, line);
+        cJSON *v = NULL;
+        int st = pl__mcp_parse(&v, m->buf, line);
         memmove(m->buf, nl + 1, m->len - line - 1);
         m->len -= line + 1;
+        if (st == PL_ENOMEM)
+            return -1;
         if (v && cJSON_IsObject(v)) {
             *out = v;
             return 1;
@@ -387,15 +392,21 @@ int pl__mcp_take_msg(pl_mcp *m, cJSON **out, size_t *garbage)
 
 /*
  * Read the next JSON object the server writes, before @p deadline.  Lines
- * that are not JSON objects are skipped and counted in @p *garbage.
+ * that are not JSON objects are skipped and counted in @p *garbage; a
+ * line that cannot be read for want of memory is T_NOMEM.
  */
 static int read_msg(pl_mcp *m, cJSON **out, int64_t deadline, size_t *garbage,
                     char *why, size_t n)
 {
     *out = NULL;
     for (;;) {
-        if (pl__mcp_take_msg(m, out, garbage))
+        int k = pl__mcp_take_msg(m, out, garbage);
+        if (k > 0)
             return T_OK;
+        if (k < 0) {
+            snprintf(why, n, "out of memory reading the server's message");
+            return T_NOMEM;
+        }
         if (m->len > m->max_msg) {
             snprintf(why, n,
                      "the server sent a message longer than %zu bytes "
