@@ -218,6 +218,40 @@ static void on_admin(PGconn *c, const char *sql)
     PQclear(r);
 }
 
+/*
+ * A gate made by @p sql, whose gated statement waits for the advisory
+ * lock 7, and @p main(@p arg) on thread *th, let run till it waits there
+ * (@p what: what it is, for the test's message): the connection returned
+ * holds the lock (gate_open() lets it through).
+ */
+static PGconn *gated(const char *sql, void *(*main)(void *), void *arg,
+                     pthread_t *th, const char *what)
+{
+    pg_admin_exec(sql);
+    PGconn *c = t_pg_admin();
+    on_admin(c, "SELECT pg_advisory_lock(7)");
+    cr_assert_eq(pthread_create(th, NULL, main, arg), 0);
+    long long waiting = 0;
+    for (int i = 0; i < 2400 && !waiting; i++) {
+        waiting = t_pg_number("SELECT count(*) FROM pg_locks WHERE locktype "
+                              "= 'advisory' AND objid = 7 AND NOT granted");
+        if (!waiting) {
+            struct timespec ts = {0, 25000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_assert(waiting, "%s never reached the gate", what);
+    return c;
+}
+
+/* The gate of gated() on @p c opened, and thread @p th joined. */
+static void gate_open(PGconn *c, pthread_t th)
+{
+    on_admin(c, "SELECT pg_advisory_unlock(7)");
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    PQfinish(c);
+}
+
 static void *take_main(void *arg)
 {
     taking *x = arg;
@@ -242,31 +276,17 @@ Test(pg_damage, a_run_queued_during_a_take_is_taken_whole)
     pl__pg_store *s = pg_store("d_late"), *s2 = pg_store("d_late");
     leased_keyed_run(s, "k-held", "k");
     made_run(s, "k-next", "", "k");
-    pg_admin_exec("CREATE FUNCTION d_late.gate() RETURNS trigger LANGUAGE "
-                  "plpgsql AS $f$ BEGIN IF current_query() LIKE '%pl_take(%' "
-                  "THEN PERFORM pg_advisory_lock(7); PERFORM "
-                  "pg_advisory_unlock(7); END IF; RETURN NULL; END $f$; "
-                  "CREATE TRIGGER gate BEFORE UPDATE ON d_late.leases FOR "
-                  "EACH STATEMENT EXECUTE FUNCTION d_late.gate()");
-    PGconn *c = t_pg_admin();
-    on_admin(c, "SELECT pg_advisory_lock(7)");
     taking x = {.s = s};
     pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, take_main, &x), 0);
-    long long waiting = 0;
-    for (int i = 0; i < 2400 && !waiting; i++) {
-        waiting = t_pg_number("SELECT count(*) FROM pg_locks WHERE locktype "
-                              "= 'advisory' AND objid = 7 AND NOT granted");
-        if (!waiting) {
-            struct timespec ts = {0, 25000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    cr_assert(waiting, "the take never reached the gate");
+    PGconn *c = gated(
+        "CREATE FUNCTION d_late.gate() RETURNS trigger LANGUAGE plpgsql AS "
+        "$f$ BEGIN IF current_query() LIKE '%pl_take(%' THEN PERFORM "
+        "pg_advisory_lock(7); PERFORM pg_advisory_unlock(7); END IF; RETURN "
+        "NULL; END $f$; CREATE TRIGGER gate BEFORE UPDATE ON d_late.leases "
+        "FOR EACH STATEMENT EXECUTE FUNCTION d_late.gate()",
+        take_main, &x, &th, "the take");
     made_run(s2, "late", "", NULL);
-    on_admin(c, "SELECT pg_advisory_unlock(7)");
-    cr_assert_eq(pthread_join(th, NULL), 0);
-    PQfinish(c);
+    gate_open(c, th);
     cr_expect_eq(x.rc, PL_OK, "%s", x.msg);
     cr_expect(x.taken);
     cr_expect_str_eq(x.l.id, "late");
@@ -339,4 +359,129 @@ Test(pg_damage, a_queued_run_without_its_lease_is_reported)
     pl_engine_close(e);
     pl_registry_free(reg);
     free(uri);
+}
+
+/* ---- a run made waiting while a wake reads -------------------------------- */
+
+/* A wake by "w2" on a thread of its own: what its claims were told of
+ * each run (by id), each claim writing the state as it was. */
+typedef struct waking {
+    pl__pg_store *s;
+    pl__dues d;
+    int rc, calls;
+    char msg[PL__ERRMSG_MAX];
+    struct {
+        char id[PL_MAX_RUN_ID + 1], state[8];
+        bool no_steps;
+    } seen[4];
+} waking;
+
+static int claim_seen(const pl__taken *t, pl__buf *state, bool *drop,
+                      void *user)
+{
+    (void)drop;
+    waking *x = user;
+    int i = x->calls++;
+    if (i < 4) {
+        snprintf(x->seen[i].id, sizeof x->seen[i].id, "%s", t->lease.id);
+        snprintf(x->seen[i].state, sizeof x->seen[i].state, "%.*s",
+                 (int)t->state_len, (const char *)t->state);
+        x->seen[i].no_steps = t->no_steps;
+    }
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
+static void *wake_main(void *arg)
+{
+    waking *x = arg;
+    int64_t next = 0;
+    x->rc = pl__pg_take_dues(x->s, "w2", 60000000, 4, 16, 1 << 20, claim_seen,
+                             x, &x->d, &next);
+    pl__errmsg_save(x->msg);
+    return NULL;
+}
+
+/* Run @p run of store @p s parks, as its execution's last commit does
+ * (its lease, generation 1, dropped; state "s1"), with its steps 1 and 2
+ * when @p steps, and its timer due @p due_us (0: the one it has kept). */
+static void parks(pl__pg_store *s, uint64_t run, const char *id, bool steps,
+                  int64_t due_us)
+{
+    pl__batch b = {0};
+    b.run = run;
+    b.gen = 1;
+    b.release = true;
+    b.park = true;
+    b.timer_us = due_us;
+    b.timer_id = id;
+    cr_assert_eq(pl__buf_append(&b.state, "s1", 2), PL_OK);
+    if (steps)
+        two_steps(&b, run, 1);
+    pl__batch *one[1] = {&b};
+    cr_assert_eq(pl__pg_commit(s, one, 1, false), PL_OK, "%s", pl_errmsg());
+    pl__batch_free(&b);
+}
+
+/*
+ * Runs made waiting while a wake's statement runs: the statement reads
+ * their records as of its start, pl_wake() (its choice of the due
+ * timers) the newest, so it can take a run whose records the statement
+ * does not see.  Here the wake waits, its statement begun, at a gate
+ * (pl_wake() is called through a function of the test's that first waits
+ * for a lock the test holds), while two executing runs park: "signalled", whose timer a delivery made
+ * due while it executed, writes its first steps as it parks; "sleeps"
+ * parks on a new timer due now.  The wake must take both whole.  It took
+ * "signalled" told it had no steps, its ledger's first records read as
+ * none (its execution would have started again from its first call, and
+ * made its recorded calls again); and "sleeps" under a lease nobody knew
+ * of, its timer, which the statement did not see, left, and the run not
+ * answered: nothing executed it until that lease ran out (w2's, as the
+ * last check finds it now, with w2 told of it).
+ */
+Test(pg_damage, a_run_parked_during_a_wake_is_taken_whole)
+{
+    pl__pg_store *s = pg_store("d_park"), *s2 = pg_store("d_park");
+    uint64_t sig = made_run(s, "signalled", "w1", NULL);
+    uint64_t sleeps = made_run(s, "sleeps", "w1", NULL);
+    int64_t now = pl__now_us();
+    cr_assert_eq(pl__pg_timer_set(s, sig, "signalled", now - 2000000), PL_OK,
+                 "%s", pl_errmsg());
+    waking x = {.s = s};
+    pthread_t th;
+    PGconn *c = gated(
+        "ALTER FUNCTION d_park.pl_wake(integer) RENAME TO held; CREATE "
+        "FUNCTION d_park.pl_wake(most integer) RETURNS TABLE (run bigint, "
+        "due bigint, id text, rec bytea, fkey text, flimit integer) LANGUAGE "
+        "plpgsql AS $f$ BEGIN PERFORM pg_advisory_lock(7); PERFORM "
+        "pg_advisory_unlock(7); RETURN QUERY SELECT * FROM d_park.held(most); "
+        "END $f$",
+        wake_main, &x, &th, "the wake");
+    parks(s2, sig, "signalled", true, 0);
+    parks(s2, sleeps, "sleeps", false, now - 1000000);
+    gate_open(c, th);
+    cr_assert_eq(x.rc, PL_OK, "status %d: %s", x.rc, x.msg);
+    cr_expect_eq(x.d.n, 2, "the wake took %zu runs", x.d.n);
+    cr_expect_eq(x.calls, 2, "%d claims", x.calls);
+    for (size_t i = 0; i < x.d.n && i < 2; i++) {
+        const char *want = i ? "sleeps" : "signalled";
+        cr_expect_str_eq(x.d.lease[i].id, want);
+        cr_expect_eq(x.d.st[i], PL_OK, "%s", x.d.msg[i]);
+        cr_expect_str_eq(x.seen[i].id, want);
+        cr_expect_str_eq(x.seen[i].state, "s1", "%s's state as it parked",
+                         want);
+        cr_expect(!x.d.ledger_read[i] || x.d.ledger[i].n == (i ? 0u : 2u),
+                  "%s's ledger read as %zu records", want, x.d.ledger[i].n);
+        pl__kvs_free(&x.d.ledger[i]);
+    }
+    cr_expect(!x.seen[0].no_steps, "signalled was said to have no steps");
+    cr_expect(x.seen[1].no_steps);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_park.timers"), 0,
+                 "a timer taken is left");
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_park.parked"), 0);
+    cr_expect_eq(t_pg_number("SELECT count(*) FROM d_park.leases WHERE "
+                             "owner = 'w2'"),
+                 2);
+    pl__pg_close(s2);
+    pl__pg_close(s);
 }

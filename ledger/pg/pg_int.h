@@ -161,7 +161,7 @@ enum {
     L_TAKE_DUES, /* the same, of waiting runs whose timers are due
                     (pg_wake.c) */
     L_TAKE_READ, /* L_TAKE's reads of its run again, in a snapshot of their
-                    own (pg_lease.c, take_again()) */
+                    own (pg_lease.c, pl__pg_take_read(); and a wake's) */
     L_RUN_LOAD,  /* Q_RUN_LOAD, the run's key as a wake finds it, its inbox */
     L_READ_ROOT, /* Q_READ of a run's root ledger, the run by its id */
     L_POLL,      /* an idle worker's look at the queue and the timers */
@@ -333,6 +333,13 @@ PL__HIDDEN char *pl__pg_lease_ddl(const pl__pg_store *s);
 PL__HIDDEN int pl__pg_lease_exec(pl__pg_store *s, int which, int n,
                                  const char *const *vals, PGresult **out,
                                  const char *what);
+/* A take's read of run @p run again (L_TAKE_READ, pg_lease.c), in the
+ * take's transaction on @p c, which holds its lease: *out its one row, as
+ * L_TAKE answers (caller owns; PQclear() it; NULL on a failure).  With
+ * @p wake, a wake's: the run's timer and parked row deleted too.  The
+ * lease gone: PL_ESTORE. */
+PL__HIDDEN int pl__pg_take_read(pl__pg_store *s, PGconn *c, uint64_t run,
+                                bool wake, PGresult **out) PL__MUST_CHECK;
 /* BEGIN and statement @p which (text parameters), in one pipeline: one
  * round trip, the transaction left open; @p fn gets both results. */
 PL__HIDDEN int pl__pg_begin_with(pl__pg_store *s, PGconn *c, int which, int n,

@@ -266,12 +266,17 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
     case L_TAKE_READ:
         /* TAKE_READS of run $1, whose lease this take holds (t, as L_TAKE
          * answers it; h: no keyed head, its key's check L_TAKE's), in a
-         * snapshot of its own (take_again()); seven schemas */
+         * snapshot of its own (pl__pg_take_read()); with $2, a wake's: the
+         * run's timer and parked row, which pl_wake() locked and L_TAKE_DUES
+         * may not have seen, deleted too; nine schemas */
         *out = pl__asprintf(
-            "WITH t AS MATERIALIZED (SELECT l.run, l.gen, l.expires - " NOW_US
-            " AS expires_in, l.owner, l.id FROM \"%s\".leases l WHERE l.run = "
-            "$1::bigint), h AS (SELECT NULL::text AS fkey WHERE false), " TAKE_READS,
-            n, n, n, n, n, n, n);
+            "WITH dt AS (DELETE FROM \"%s\".timers WHERE run = $1::bigint AND "
+            "$2::boolean), dp AS (DELETE FROM \"%s\".parked WHERE run = "
+            "$1::bigint AND $2::boolean), t AS MATERIALIZED (SELECT l.run, "
+            "l.gen, l.expires - " NOW_US " AS expires_in, l.owner, l.id FROM "
+            "\"%s\".leases l WHERE l.run = $1::bigint), h AS (SELECT NULL::text "
+            "AS fkey WHERE false), " TAKE_READS,
+            n, n, n, n, n, n, n, n, n);
         break;
     case L_POLL:
         /* what pl_take() and the timers' take (T_TAKE) look for, by
@@ -663,31 +668,52 @@ int pl__pg_begin_with(pl__pg_store *s, PGconn *c, int which, int n,
 }
 
 /*
- * A run L_TAKE took whose info or state it did not see: the statement
- * reads the run's records as of its start, and pl_take(), a VOLATILE
- * function whose statements each read the newest rows, may take a run
- * queued after that (past a full key's head).  Such a run is whole: its
- * records are read again by a statement of the take's transaction
- * (L_TAKE_READ, its state locked as L_TAKE locks it), and only a record
- * missing from that read is missing.  Read as missing, it was set aside
- * as a damaged run is, its lease dropped, and no worker took it again: a
- * run queued behind a full key while a worker took never ran.
+ * A run a take took whose records its statement may not have seen: the
+ * statement reads them as of its start, and pl_take() and pl_wake(),
+ * VOLATILE functions whose statements each read the newest rows, may
+ * take a run queued (past a full key's head) or made waiting after that.
+ * Such a run is whole: its records are read again by a statement of the
+ * take's transaction (L_TAKE_READ, its state locked as L_TAKE locks it),
+ * and only a record missing from that read is missing.  Read as missing,
+ * it was set aside as a damaged run is, its lease dropped, and no worker
+ * took it again: a run queued behind a full key while a worker took
+ * never ran.
  */
+int pl__pg_take_read(pl__pg_store *s, PGconn *c, uint64_t run, bool wake,
+                     PGresult **out)
+{
+    char a[24];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)run);
+    const char *vals[2] = {a, wake ? "true" : "false"};
+    PGresult *r = pl__pg_exec_q(s, c, L_TAKE_READ, 2, vals, NULL, NULL);
+    int st = PL_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        st = pl__pg_err(s, c, r, "reading a run taken");
+    else if (PQntuples(r) != 1) /* the lease this transaction holds */
+        st = pl__err(PL_ESTORE, "store '%s': run #%llu's lease is gone",
+                     s->path, (unsigned long long)run);
+    if (st) {
+        PQclear(r);
+        r = NULL;
+    }
+    *out = r;
+    return st;
+}
+
+/* pl__pg_take_read() of the run L_TAKE took whose info or state it did
+ * not see. */
 static int take_again(take_row *x)
 {
-    char run[24];
-    snprintf(run, sizeof run, "%llu", (unsigned long long)x->t.lease.run);
-    const char *vals[1] = {run};
-    PGresult *r = pl__pg_exec_q(x->s, x->c, L_TAKE_READ, 1, vals, NULL, NULL);
+    PGresult *r;
+    int st = pl__pg_take_read(x->s, x->c, x->t.lease.run, false, &r);
+    if (st)
+        return st;
     bool damaged = x->damaged; /* asked by L_TAKE, after pl_take() */
     pl__buf_reset(&x->info);
     pl__buf_reset(&x->state);
     x->found = x->has_info = x->has_state = false;
-    int st = take_result(1, r, x);
+    st = take_result(1, r, x);
     PQclear(r);
-    if (!st && !x->found) /* the lease this transaction holds */
-        st = pl__err(PL_ESTORE, "store '%s': run #%llu's lease is gone",
-                     x->s->path, (unsigned long long)x->t.lease.run);
     x->damaged = damaged;
     return st;
 }
