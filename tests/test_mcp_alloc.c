@@ -259,6 +259,7 @@ Test(mcp_alloc, an_answer_not_read_for_want_of_memory_fails_the_call)
     expect_call_out_of_memory("fake", "r1");
 }
 
+#if PL_WITH_CURL /* the HTTP transport is built with libcurl */
 Test(mcp_alloc, an_http_answer_not_read_for_want_of_memory_fails_the_call,
      .fini = teardown_http)
 {
@@ -268,3 +269,4 @@ Test(mcp_alloc, an_http_answer_not_read_for_want_of_memory_fails_the_call,
     expect_call_out_of_memory("h", "r1");
     expect_call_out_of_memory("h", "r2");
 }
+#endif
