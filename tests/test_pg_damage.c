@@ -195,7 +195,7 @@ Test(pg_damage, a_damaged_queued_run_is_taken_once)
 typedef struct taking {
     pl__pg_store *s;
     pl__lease l;
-    bool taken;
+    bool taken, no_steps; /* what its claim was told */
     int rc, calls;
     char msg[PL__ERRMSG_MAX];
 } taking;
@@ -205,6 +205,7 @@ static int claim_as_is(const pl__taken *t, pl__buf *state, bool *drop,
 {
     (void)drop;
     ((taking *)user)->calls++;
+    ((taking *)user)->no_steps = t->no_steps;
     pl__buf_reset(state);
     return pl__buf_append(state, t->state, t->state_len);
 }
@@ -294,6 +295,49 @@ Test(pg_damage, a_run_queued_during_a_take_is_taken_whole)
     cr_expect_eq(t_pg_number("SELECT count(*) FROM d_late.leases WHERE id = "
                              "'late' AND owner = 'w2'"),
                  1, "its lease is gone");
+    pl__pg_close(s2);
+    pl__pg_close(s);
+}
+
+/*
+ * A run whose lease ran out, its worker slow but alive: the worker's
+ * writes are fenced by a take, not by the clock (the run has no key), so
+ * its first steps may commit while a take's statement runs, after the
+ * statement's start, before the take locks the lease.  The statement
+ * reads the run as of its start: it said the run had no steps, and the
+ * execution started from its first call again (the recorded calls made
+ * twice, the first new step refused as a duplicate key).  Here the take
+ * waits at the gate, its statement begun, while the worker's steps
+ * commit; the take must be told the run has steps.
+ */
+Test(pg_damage, a_run_written_during_a_take_is_taken_whole)
+{
+    pl__pg_store *s = pg_store("d_slow"), *s2 = pg_store("d_slow");
+    uint64_t run = leased_run(s, "slow");
+    pg_admin_exec("UPDATE d_slow.leases SET expires = 1 WHERE id = 'slow'");
+    taking x = {.s = s};
+    pthread_t th;
+    PGconn *c = gated(
+        "CREATE FUNCTION d_slow.gate() RETURNS trigger LANGUAGE plpgsql AS "
+        "$f$ BEGIN IF current_query() LIKE '%pl_take(%' THEN PERFORM "
+        "pg_advisory_lock(7); PERFORM pg_advisory_unlock(7); END IF; RETURN "
+        "NULL; END $f$; CREATE TRIGGER gate BEFORE UPDATE ON d_slow.leases "
+        "FOR EACH STATEMENT EXECUTE FUNCTION d_slow.gate()",
+        take_main, &x, &th, "the take");
+    pl__batch b = {0}; /* the slow worker's first commit */
+    b.run = run;
+    b.gen = 1;
+    two_steps(&b, run, 0);
+    pl__batch *one[1] = {&b};
+    cr_assert_eq(pl__pg_commit(s2, one, 1, false), PL_OK, "%s", pl_errmsg());
+    pl__batch_free(&b);
+    gate_open(c, th);
+    cr_expect_eq(x.rc, PL_OK, "%s", x.msg);
+    cr_expect(x.taken);
+    cr_expect_str_eq(x.l.id, "slow");
+    cr_expect_eq(x.l.gen, 2u);
+    cr_expect_eq(x.calls, 1);
+    cr_expect(!x.no_steps, "the take said the run had no steps");
     pl__pg_close(s2);
     pl__pg_close(s);
 }

@@ -701,7 +701,12 @@ int pl__pg_take_read(pl__pg_store *s, PGconn *c, uint64_t run, bool wake,
 }
 
 /* pl__pg_take_read() of the run L_TAKE took whose info or state it did
- * not see. */
+ * not see, or whose steps it did not see and another worker may have
+ * written: a lease held before (its generation past 1) and run out, its
+ * holder alive and, the run without a key, not fenced by the clock, may
+ * have committed its first steps after L_TAKE began and before it locked
+ * the lease.  The state is read as locked, newest; the steps' EXISTS as
+ * of the statement's start. */
 static int take_again(take_row *x)
 {
     PGresult *r;
@@ -735,7 +740,8 @@ static int take_by(pl__pg_store *s, int which, const char *owner,
     const char *vals[2] = {owner, d};
     st = pl__pg_begin_with(s, x.c, which, 2, vals, take_result, &x,
                            "taking a queued run");
-    if (!st && x.found && !x.state_busy && (!x.has_info || !x.has_state))
+    if (!st && x.found && !x.state_busy &&
+        (!x.has_info || !x.has_state || (x.t.no_steps && x.t.lease.gen > 1)))
         st = take_again(&x);
     if (!st && !x.found)
         st = PL_ENOTFOUND;
