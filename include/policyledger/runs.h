@@ -204,7 +204,8 @@ const cJSON *pl_outcome_result(const pl_outcome *outcome);
  *         once the cause is gone); PL_EBUSY (this process stalled longer
  *         than the run's lease and another worker took the run over:
  *         nothing more was written, see pl_engine_options.lease_ms);
- *         PL_ENOMEM.
+ *         PL_EIO (no opts->run_id, and the system's random source failed
+ *         while making one: nothing was written); PL_ENOMEM.
  */
 int pl_run_start(pl_outcome **out, pl_engine *engine, const pl_action *root,
                  const pl_run_options *opts);
@@ -504,7 +505,8 @@ int pl_run_head(uint8_t out[PL_HASH_LEN], pl_engine *engine,
  *         PL_ESTORE / PL_EMAPFULL / PL_ENOSPC / PL_EACCES (the store
  *         failed; the old run is as it was, and the new run, if the
  *         failure came between the two commits, is left as above);
- *         PL_ENOMEM.
+ *         PL_EIO (no @p new_id, and the system's random source failed
+ *         while making one: nothing was written); PL_ENOMEM.
  */
 int pl_run_fork(char **out_new_id, pl_engine *engine, const char *run_id,
                 const char *at_step_id, const char *new_id);

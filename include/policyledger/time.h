@@ -230,7 +230,9 @@ int pl_engine_set_wait_in_place(pl_engine *engine, int64_t ms);
  * @return PL_OK; PL_EINVAL; PL_EEXIST (run id taken); PL_ENOTFOUND (root
  *         policy not registered); PL_EJSON; PL_ELIMIT; PL_ESTATE (a
  *         read-only engine); PL_ESTORE / PL_EMAPFULL / PL_ENOSPC /
- *         PL_EACCES (the store failed: nothing was queued); PL_ENOMEM.
+ *         PL_EACCES (the store failed: nothing was queued); PL_EIO (no
+ *         run id given, and the system's random source failed while
+ *         making one: nothing was queued); PL_ENOMEM.
  */
 int pl_run_submit(char **out, pl_engine *engine, const pl_action *root,
                   const pl_run_options *opts);
