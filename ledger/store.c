@@ -391,15 +391,6 @@ int pl__store_poll(pl__store *s, bool *known, bool *queued, bool *due,
     return PL_OK;
 }
 
-int pl__store_timer_take(pl__store *s, const char *owner, int64_t lease_us,
-                         pl__lease *out, size_t max, size_t *n,
-                         int64_t *next_due_us)
-{
-    *n = 0;
-    return CALL(s, timer_take, owner, lease_us, out, max ? max : 1, n,
-                next_due_us);
-}
-
 int pl__store_timer_get(pl__store *s, uint64_t run, int64_t *due_us)
 {
     return CALL(s, timer_get, run, due_us);

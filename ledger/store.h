@@ -612,19 +612,6 @@ PL__HIDDEN int pl__store_timer_set(pl__store *s, uint64_t run,
                                    const char *run_id,
                                    int64_t due_us) PL__MUST_CHECK;
 
-/*
- * Take the earliest due timers whose runs hold no live lease and whose
- * concurrency keys, if they have one, have room (FLOW below), @p max at
- * most: drop each and take its run's lease for @p owner, for @p lease_us,
- * all in one transaction (the runs and leases in out[0 .. *n), earliest
- * first).  PL_ENOTFOUND when none is due; then *next_due_us is the
- * earliest timer's due time (0: there is none).
- */
-PL__HIDDEN int pl__store_timer_take(pl__store *s, const char *owner,
-                                    int64_t lease_us, pl__lease *out,
-                                    size_t max, size_t *n,
-                                    int64_t *next_due_us) PL__MUST_CHECK;
-
 /* Run @p run's timer: PL_ENOTFOUND when it has none. */
 PL__HIDDEN int pl__store_timer_get(pl__store *s, uint64_t run,
                                    int64_t *due_us) PL__MUST_CHECK;
@@ -695,7 +682,7 @@ PL__HIDDEN int pl__store_inbox_read(pl__store *s, uint64_t run,
  * the expired lease of least rank (ties: least run number) whose key, if
  * it has one, has fewer than its limit of live leases (held, not expired).
  * A run that parks (pl__batch.park) keeps its key while it waits, and a
- * wake (pl__store_timer_take(), a delivery's take) takes it only while its
+ * wake (pl__store_take_dues(), a delivery's take) takes it only while its
  * key has room: a woken run whose key is full stays due, taken once a
  * place frees.  On PostgreSQL (pl_wake(), pg_flow.c) a key's places go
  * to its woken runs in due order (ties: the run's number), and to a run

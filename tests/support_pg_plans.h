@@ -68,14 +68,12 @@ static inline void explain_into(PGconn *c, pl__buf *plan)
 }
 
 /* The generic plan of statement @p which of store @p s (of pg_int.h's
- * lease statements, or T_TAKE) with arguments @p args, into @p plan. */
+ * lease statements) with arguments @p args, into @p plan. */
 static inline void plan_of(PGconn *c, pl__pg_store *s, int which,
                            const char *args, pl__buf *plan)
 {
     char *sql = NULL;
-    cr_assert_eq(which == T_TAKE ? pl__pg_time_sql(s, which, &sql)
-                                 : pl__pg_lease_sql(s, which, &sql),
-                 PL_OK);
+    cr_assert_eq(pl__pg_lease_sql(s, which, &sql), PL_OK);
     char *q = pl__asprintf("PREPARE st%d AS %s", which, sql);
     cr_assert(q);
     admin_sql(c, q);

@@ -302,6 +302,17 @@ Test(pg, a_commit_is_one_round_trip)
     pl__pg_close(s);
 }
 
+/* A take's claim that keeps the run's state, noting in *user whether a
+ * cancellation waits. */
+static int claim_kept(const pl__taken *t, pl__buf *state, bool *drop,
+                      void *user)
+{
+    *drop = false;
+    *(bool *)user = t->inbox_cancel;
+    pl__buf_reset(state);
+    return pl__buf_append(state, t->state, t->state_len);
+}
+
 static int inbox_open(const uint8_t *state, size_t len, void *user)
 {
     (void)state;
@@ -429,18 +440,23 @@ Test(pg, timers_and_consumptions_go_in_the_commit)
     cr_expect(k.inbox_known && k.inbox_cancel);
     pl__buf_free(&k.state);
 
-    /* the due timer is taken once, with the run's lease */
+    /* the due timer is taken once, with the run's lease, and the claim is
+     * told of the cancellation */
     pl__lease l;
     int64_t next = -1;
-    size_t nt = 0;
-    cr_assert_eq(pl__pg_timer_take(s, "w1", 60 * 1000000LL, &l, 1, &nt, &next),
+    bool taken = false, cancel = false;
+    cr_assert_eq(pl__pg_take_due(s, "w1", 60 * 1000000LL, claim_kept, &cancel,
+                                 &l, &taken, &next),
                  PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(nt, 1);
+    cr_expect(taken);
+    cr_expect(cancel, "the claim was not told of the cancellation");
     cr_expect_eq(l.run, a.run);
     cr_expect_str_eq(l.id, "tm-a");
     cr_expect_str_eq(l.owner, "w1");
-    cr_expect_eq(pl__pg_timer_take(s, "w2", 60 * 1000000LL, &l, 1, &nt, &next),
+    cr_expect_eq(pl__pg_take_due(s, "w2", 60 * 1000000LL, claim_kept, &cancel,
+                                 &l, &taken, &next),
                  PL_ENOTFOUND);
+    cr_expect_not(taken);
     cr_expect_eq(next, 0, "no timer is left");
     cr_expect_eq(pl__pg_timer_get(s, a.run, &kept), PL_ENOTFOUND);
 

@@ -709,7 +709,6 @@ Test(pg, the_queue_and_the_live_leases_are_read_by_their_indexes)
         {L_POLL, "", {"leases_queue", "leases_live"}},
         {L_RENEW, "('{1,2}', '{1,1}', 60000000)", {"leases_pkey", NULL}},
         {L_GETS, "('{1,2}')", {"leases_pkey", NULL}},
-        {T_TAKE, "('w9', 60000000, 8)", {"leases_pkey", NULL}},
         {L_TAKE_DUES, "('w9', 60000000, 8, 100, 1000000)", {NULL, NULL}},
         {L_RUN_LOAD, "('\\x00')", {"leases_key_live", NULL}},
     };

@@ -1,6 +1,6 @@
 /*
  * test_pg_wake.c -- a timer's wake of a run with a concurrency key on the
- * PostgreSQL store (pg_time.c's T_TAKE, pg_wake.c's L_TAKE_DUES), against
+ * PostgreSQL store (pg_wake.c's L_TAKE_DUES), against
  * a real server that tests/pg_run.sh starts for this binary (pl_wake(),
  * pg_flow.c): a wake takes a key's parked runs in their due order (ties:
  * the run's number) and only while the key has room, and a queued run of

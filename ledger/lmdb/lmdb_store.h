@@ -81,10 +81,6 @@ PL__HIDDEN int pl__lmdb_tombs_expire(pl__lmdb_store *s, int64_t now_us,
 PL__HIDDEN int pl__lmdb_timer_set(pl__lmdb_store *s, uint64_t run,
                                   const char *run_id,
                                   int64_t due_us) PL__MUST_CHECK;
-PL__HIDDEN int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner,
-                                   int64_t lease_us, pl__lease *out, size_t max,
-                                   size_t *n,
-                                   int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner,
                                  int64_t lease_us, pl__take_fn fn, void *user,
                                  pl__lease *out, bool *taken,

@@ -248,10 +248,8 @@ typedef struct take_ctx {
     size_t max, n;
     int64_t next;
     bool blocked; /* a due timer's key was full */
-    bool claims;  /* a claim follows (due_body()): a run whose flow record
-                     is damaged is taken, to be failed (lmdb_flow.c,
-                     DAMAGE); without one it is passed over */
-    bool damaged; /* the run taken last is such a run */
+    bool damaged; /* the run taken last has a damaged flow record: taken,
+                     for its claim to fail it (lmdb_flow.c, DAMAGE) */
 } take_ctx;
 
 /* The keys a take refused (full, or a run of the key queued ahead): their
@@ -294,10 +292,6 @@ static int take_one(pl__lmdb_store *s, MDB_txn *txn, take_ctx *c, refused *ref,
     rc = pl__lmdb_flow_pass(s, txn, run, &f, &keyed, st);
     if (!rc && *st == PL_ECORRUPT) { /* its key and limit unknown */
         *st = 0;
-        if (!c->claims) {
-            c->blocked = true;
-            return 0;
-        }
         if ((rc = timer_del(s, txn, run, due)))
             return rc;
         rc = pl__lmdb_lease_take(s, txn, run, id, c->owner, c->lease_us,
@@ -453,26 +447,6 @@ static int any_due(pl__lmdb_store *s, int64_t *next_due_us)
     return PL_OK;
 }
 
-int pl__lmdb_timer_take(pl__lmdb_store *s, const char *owner, int64_t lease_us,
-                        pl__lease *out, size_t max, size_t *n,
-                        int64_t *next_due_us)
-{
-    *next_due_us = 0;
-    *n = 0;
-    int st = any_due(s, next_due_us);
-    if (st)
-        return st;
-    take_ctx c = {owner, lease_us, out, max, 0, 0, false, false, false};
-    st = pl__lmdb_write(s, take_body, &c);
-    if (!st && !c.n) {
-        *next_due_us = c.next;
-        return PL_ENOTFOUND;
-    }
-    if (!st)
-        *n = c.n;
-    return st;
-}
-
 /* ---- a due run taken and claimed ------------------------------------------- */
 
 typedef struct due_ctx {
@@ -548,11 +522,8 @@ int pl__lmdb_take_due(pl__lmdb_store *s, const char *owner, int64_t lease_us,
     /* a run's steps may still be in the journal of a group commit */
     if ((st = pl__lmdb_settle(s)))
         return st;
-    due_ctx c = {{owner, lease_us, out, 1, 0, 0, false, true, false},
-                 fn,
-                 user,
-                 PL_OK,
-                 false};
+    due_ctx c = {
+        {owner, lease_us, out, 1, 0, 0, false, false}, fn, user, PL_OK, false};
     st = pl__lmdb_write(s, due_body, &c);
     if (!st && !c.t.n) {
         *next_due_us = c.t.next;

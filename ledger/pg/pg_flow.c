@@ -189,10 +189,9 @@
  * to its claim (pl__taken.key_damaged), which fails it (PL_ECORRUPT, a
  * reason naming the run, core/replay/claim.c), its failed state written
  * and its lease dropped in the take's or wake's transaction (pl_wake()
- * answers it with no key and the limit -1: its lease gets no key, and
- * T_TAKE, which claims nothing, leaves it).  A ride (ONE_RIDE) or a
- * delivery's take (T_ACQUIRE) passes over it, as a full key: the
- * delivery alone, its timer due, and the wake fails it.  A limit raised
+ * answers it with no key and the limit -1: its lease gets no key).  A
+ * ride (ONE_RIDE) or a delivery's take (T_ACQUIRE) passes over it, as a
+ * full key: the delivery alone, its timer due, and the wake fails it.  A limit raised
  * or a key changed would otherwise admit a run past its key's limit (docs/design.md §14,
  * test_pg_liveflip).  A row without a sum (a store made before them
  * gains the column at its next writable open, under its lock, and its
@@ -504,8 +503,8 @@ char *pl__pg_flow_ddl(const pl__pg_store *s)
                  "IF live + given >= lim THEN RETURN false; END IF; "
                  "PERFORM set_config(g, (given + 1)::text, true); "
                  "RETURN true; END $f$;"
-                 /* a wake's choice of due timers (pg_time.c's T_TAKE, pg_wake.c's
-         * L_TAKE_DUES); ROWS: a batch's few (PL__DUES_MAX), which the
+                 /* a wake's choice of due timers (pg_wake.c's L_TAKE_DUES);
+         * ROWS: a batch's few (PL__DUES_MAX), which the
          * statements around it are planned for (planned for the default
          * thousand, they read the whole state and timers tables) */
                  "CREATE OR REPLACE FUNCTION \"%s\".pl_wake(most integer) RETURNS "

@@ -146,7 +146,6 @@ enum {
     L_CREATE_SUCC, /* a continued run's successor's lease (pg_commit.c) */
     L_CREATE_FROM, /* a fork's new run's lease, with another run's key */
     T_SET,         /* timers and inboxes: pg_time.c */
-    T_TAKE,
     T_NEXT,
     T_GET,
     T_INBOX_PUT,

@@ -69,9 +69,8 @@
  *       T_ACQUIRE, T_RIDE_TAKE (a delivery's take, after the lock and the
  *         record) and a ride's statement (ONE_RIDE, after T_RIDE_LOCK) in
  *         their own INSERT;
- *       L_ACQUIRE (pl_run_continue()), L_TAKE and pl_take() (a worker's),
- *         L_TAKE_DUES (a wake's) and T_TAKE (no execution: the store's own
- *         take of a timer) take the lock in the same statement or none:
+ *       L_ACQUIRE (pl_run_continue()), L_TAKE and pl_take() (a worker's)
+ *         and L_TAKE_DUES (a wake's) take the lock in the same statement:
  *         the claim that follows, which every execution starts with,
  *         marks, its state written without a fence (pg_one.c's one-run
  *         statement, by pl_cancel_mark() when its look in the inbox finds
@@ -279,7 +278,7 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
             n, n, n, n, n, n, n, n, n);
         break;
     case L_POLL:
-        /* what pl_take() and the timers' take (T_TAKE) look for, by
+        /* what pl_take() and the timers' take (L_TAKE_DUES) look for, by
          * index (the clock read once: a bound the index can use), without
          * taking or locking: a run queued or a lease run out, a timer
          * due, and the earliest timer; in binary.  Each of the leases'

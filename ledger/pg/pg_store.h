@@ -95,10 +95,6 @@ PL__HIDDEN int pl__pg_leases_get(pl__pg_store *s, const uint64_t *runs,
 PL__HIDDEN int pl__pg_timer_set(pl__pg_store *s, uint64_t run,
                                 const char *run_id,
                                 int64_t due_us) PL__MUST_CHECK;
-PL__HIDDEN int pl__pg_timer_take(pl__pg_store *s, const char *owner,
-                                 int64_t lease_us, pl__lease *out, size_t max,
-                                 size_t *n,
-                                 int64_t *next_due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_timer_get(pl__pg_store *s, uint64_t run,
                                 int64_t *due_us) PL__MUST_CHECK;
 PL__HIDDEN int pl__pg_inbox_put(pl__pg_store *s, uint64_t run,

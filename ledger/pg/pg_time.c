@@ -60,10 +60,9 @@
 #include <time.h>
 
 #define CONSUMED_STATE "PLINB"
-#define RIDE_STATE "PLRDE"  /* a ride refused: the delivery goes alone */
-#define LOOK_AGAIN_US 50000 /* a due timer not taken: when to look again */
-#define LOCK_WAIT "50ms"    /* a cancellation's wait for its run's lease */
-#define LOCK_STATE "55P03"  /* lock_not_available: LOCK_WAIT ran out */
+#define RIDE_STATE "PLRDE" /* a ride refused: the delivery goes alone */
+#define LOCK_WAIT "50ms"   /* a cancellation's wait for its run's lease */
+#define LOCK_STATE "55P03" /* lock_not_available: LOCK_WAIT ran out */
 
 /* A delivery's record and its run's timer made due now (keeping an
  * earlier one): $1 run, $2 record, $3 due, $4 id, $5 timer record, $6
@@ -78,7 +77,7 @@
 
 /* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
  * id, $4 lease_us, $5 the generation it may take over.  A run parked with
- * a key only while the key has room (pl_key_room(), as its wake, T_TAKE),
+ * a key only while the key has room (pl_key_room(), as its wake),
  * the lease getting its key back and the parked row going, and its mark
  * (LEASE MARKS, pg_lease.c) from the inbox; five schemas. */
 #define ACQUIRE                                                                \
@@ -109,29 +108,6 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
             "($1::bigint, $2::bigint, $3, $4::bytea, " TIMER_KEY(
                 "%s", "$1::bigint") ") " TIMER_UPSERT("t"),
             n, n, n);
-        break;
-    case T_TAKE:
-        *out = pl__asprintf(
-            /* the due timers, chosen and locked by pl_wake() (pg_flow.c;
-             * a damaged key's, limit -1, left: KEY SUMS); the lease gets a
-             * parked run's key back.  One another took since (a take, a
-             * ride) is live: not taken over, and the run's timer stays */
-            "WITH t AS (SELECT * FROM \"%s\".pl_wake($3::integer) w WHERE "
-            "coalesce(w.flimit, 0) >= 0), "
-            "l AS (INSERT INTO \"%s\".leases AS y (run, gen, owner, id, "
-            "expires, fkey, flimit) SELECT run, 1, $1, id, " NOW_US
-            " + $2::bigint, fkey, coalesce(flimit, 0) FROM t "
-            "ON CONFLICT (run) DO UPDATE SET gen = y.gen + 1, owner = "
-            "excluded.owner, id = excluded.id, expires = excluded.expires, "
-            "fkey = coalesce(excluded.fkey, y.fkey), flimit = CASE WHEN "
-            "excluded.fkey IS NULL THEN y.flimit ELSE excluded.flimit END "
-            "WHERE y.expires <= " NOW_US " RETURNING y.run, y.gen), "
-            "d AS (DELETE FROM \"%s\".timers x USING t, l WHERE x.run = t.run "
-            "AND l.run = t.run RETURNING t.run, t.due, t.rec), "
-            "k AS (DELETE FROM \"%s\".parked z USING l WHERE z.run = l.run) "
-            "SELECT d.run, l.gen, d.due, d.rec FROM d JOIN l ON l.run = d.run "
-            "ORDER BY d.due, d.run",
-            n, n, n, n);
         break;
     case T_NEXT:
         /* the earliest timer, and the earliest not due at $1 */
@@ -299,36 +275,6 @@ int pl__pg_timer_set(pl__pg_store *s, uint64_t run, const char *run_id,
     return st;
 }
 
-/* The timer taken, row @p i of @p r (run, gen, due, rec), into @p out. */
-static int taken(pl__pg_store *s, PGresult *r, int i, const char *owner,
-                 int64_t lease_us, pl__lease *out)
-{
-    int64_t run, gen, due, tdue;
-    char id[PL_MAX_RUN_ID + 1];
-    size_t rec_len = 0;
-    unsigned char *rec = NULL;
-    int st = PL_OK;
-    if (PQnfields(r) != 4 || !pl__pg_parse_i64(PQgetvalue(r, i, 0), &run) ||
-        !pl__pg_parse_i64(PQgetvalue(r, i, 1), &gen) ||
-        !pl__pg_parse_i64(PQgetvalue(r, i, 2), &due) ||
-        !(rec = PQunescapeBytea((const unsigned char *)PQgetvalue(r, i, 3),
-                                &rec_len)) ||
-        pl__timer_decode(&tdue, id, rec, rec_len) || tdue != due) {
-        st = pl__err(PL_ECORRUPT,
-                     "store '%s': the timer of run #%s is malformed or "
-                     "does not match its checksum",
-                     s->path, PQgetvalue(r, i, 0));
-    } else {
-        out->run = (uint64_t)run;
-        out->gen = (uint64_t)gen;
-        out->expires_in_us = lease_us;
-        snprintf(out->owner, sizeof out->owner, "%s", owner);
-        snprintf(out->id, sizeof out->id, "%s", id);
-    }
-    PQfreemem(rec);
-    return st;
-}
-
 /*
  * When to look at the timers again, into *out (0: none), on @p c: when the
  * earliest is due; or, one being due already though a take just found
@@ -374,40 +320,6 @@ int pl__pg_timer_next(pl__pg_store *s, int64_t again_us, int64_t *next_due_us)
     if (st)
         return st;
     st = next_due(s, c, again_us, next_due_us);
-    pl__pg_conn_put(s, c);
-    return st;
-}
-
-int pl__pg_timer_take(pl__pg_store *s, const char *owner, int64_t lease_us,
-                      pl__lease *out, size_t max, size_t *n,
-                      int64_t *next_due_us)
-{
-    *next_due_us = 0;
-    *n = 0;
-    if (s->read_only)
-        return pl__pg_read_only(s);
-    PGconn *c;
-    int st = pl__pg_conn_get(s, &c);
-    if (st)
-        return st;
-    char d[24], m[24];
-    snprintf(d, sizeof d, "%lld", (long long)lease_us);
-    snprintf(m, sizeof m, "%zu", max < 1024 ? max : 1024);
-    const char *vals[3] = {owner, d, m};
-    PGresult *r;
-    st = time_exec(s, c, T_TAKE, 3, vals, NULL, NULL, &r, "taking a timer");
-    if (!st && PQntuples(r) == 0) {
-        PQclear(r);
-        r = NULL;
-        st = next_due(s, c, LOOK_AGAIN_US, next_due_us);
-        if (!st)
-            st = PL_ENOTFOUND;
-    } else if (!st) {
-        for (int i = 0; !st && i < PQntuples(r) && (size_t)i < max; i++)
-            if (!(st = taken(s, r, i, owner, lease_us, &out[i])))
-                *n = (size_t)i + 1;
-    }
-    PQclear(r);
     pl__pg_conn_put(s, c);
     return st;
 }
