@@ -17,10 +17,11 @@
 #include "support.h"
 #include "support_wrap.h"
 
-static bool g_armed;   /* counting (and failing) */
-static long g_count;   /* allocations while armed */
-static long g_fail_at; /* this one fails; 0: none */
-static bool g_failed;  /* the n-th has failed */
+/* atomic: a run's threads (a fan-out's, a heartbeat) allocate at once */
+static _Atomic bool g_armed;  /* counting (and failing) */
+static _Atomic long g_count;  /* allocations while armed */
+static long g_fail_at;        /* this one fails; 0: none */
+static _Atomic bool g_failed; /* the n-th has failed */
 
 bool t_alloc_fails(void)
 {

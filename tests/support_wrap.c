@@ -3,13 +3,13 @@
  * allocations in turn (test_alloc.c, test_mcp_alloc.c; linked with
  * -Wl,--wrap, tests/CMakeLists.txt): each allocation asks the binary's
  * t_alloc_fails() whether it fails, and t_alloc_live counts those made
- * and not yet freed.
+ * and not yet freed (atomically: a run's threads allocate at once).
  */
 #include "support_wrap.h"
 
 #include <stdbool.h>
 
-long t_alloc_live;
+_Atomic long t_alloc_live;
 
 void *__wrap_malloc(size_t n)
 {

@@ -23,7 +23,7 @@ void __wrap_free(void *p);
  * turn: whether this allocation fails (the binary's own rule), and the
  * allocations made and not yet freed. */
 bool t_alloc_fails(void);
-extern long t_alloc_live;
+extern _Atomic long t_alloc_live;
 
 /* PL_LSAN in a build with AddressSanitizer: LeakSanitizer can be asked. */
 #if defined(__SANITIZE_ADDRESS__)

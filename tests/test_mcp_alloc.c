@@ -25,9 +25,9 @@
 
 static const pl_registry *g_reg; /* armed: counting (and failing) */
 static size_t g_base;            /* its policies before the registration */
-static long g_count;             /* allocations once it holds more */
+static _Atomic long g_count;     /* allocations once it holds more */
 static long g_fail_at;           /* this one fails; 0: none */
-static bool g_failed;            /* the k-th has failed */
+static _Atomic bool g_failed;    /* the k-th has failed */
 
 bool t_alloc_fails(void)
 {

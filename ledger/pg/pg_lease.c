@@ -70,7 +70,8 @@
  *         record) and a ride's statement (ONE_RIDE, after T_RIDE_LOCK) in
  *         their own INSERT;
  *       L_ACQUIRE (pl_run_continue()), L_TAKE and pl_take() (a worker's)
- *         and L_TAKE_DUES (a wake's) take the lock in the same statement:
+ *         and L_TAKE_DUES (a wake's) take the lock in the same statement
+ *         or none:
  *         the claim that follows, which every execution starts with,
  *         marks, its state written without a fence (pg_one.c's one-run
  *         statement, by pl_cancel_mark() when its look in the inbox finds
