@@ -58,13 +58,16 @@ cat "$dir/out"
   echo "FAIL: the continued run exited $rc, not approved"; exit 1; }
 
 # PERIOD_MS is the run's: another for a run that exists is bad usage (exit
-# 2, one line), not ignored; none continues the run with its own.
-killed_at "$dir/p.db" 300 'wait'
+# 2, one line), not ignored; none continues the run with its own.  The
+# period is long enough that the kill comes before its second reminder
+# (a loaded host's ledger-dump takes a while to see the wait): after
+# that, the run continued sends its third at once and gives up.
+killed_at "$dir/p.db" 2000 'wait'
 rc=0
 "$prog" "$dir/p.db" 50 >"$dir/out" 2>"$dir/err" || rc=$?
 cat "$dir/out" "$dir/err"
 [ "$rc" -eq 2 ] && [ ! -s "$dir/out" ] && [ "$(wc -l <"$dir/err")" -eq 1 ] &&
-  grep -q 'run approval-1 waits with a period of 300 ms, not 50' "$dir/err" || {
+  grep -q 'run approval-1 waits with a period of 2000 ms, not 50' "$dir/err" || {
   echo "FAIL: another PERIOD_MS for the run exited $rc"; exit 1; }
 rc=0
 "$prog" "$dir/p.db" >"$dir/out" 2>&1 || rc=$?
