@@ -59,12 +59,13 @@ killed_at() {
 # Killed (SIGKILL) once its first reminder is durable, then run again: the
 # run goes on from its ledger, the approver answers after the run's second
 # reminder (not this process's second), and the run is approved.
-killed_at "$dir/c.db" 2000 'action_result send_reminder' ||
-  killed_at "$dir/c2.db" 8000 'action_result send_reminder' ||
+period=2000 store=$dir/c.db
+killed_at "$store" $period 'action_result send_reminder' || {
+  period=8000 store=$dir/c2.db
+  killed_at "$store" $period 'action_result send_reminder'; } ||
   { echo "FAIL: never killed before the run ended"; exit 1; }
-store=$dir/c.db; [ -e "$dir/c2.db" ] && store=$dir/c2.db
 rc=0
-"$prog" "$store" >"$dir/out" 2>&1 || rc=$?
+"$prog" "$store" $period >"$dir/out" 2>&1 || rc=$?
 cat "$dir/out"
 [ "$rc" -eq 0 ] && grep -q 'completed {"answer":{"by":"bob"},"reminders":2}' "$dir/out" || {
   echo "FAIL: the continued run exited $rc, not approved"; exit 1; }
