@@ -411,8 +411,9 @@ typedef struct pl__run {
     pl__buf prompt;
 
     bool branch; /* a fan-out branch (fanout.c): one callee on a thread of
-                    its own, its steps in its own batch; never writes the
-                    run's state */
+                    its own, its steps in its own batch under the run's
+                    fence; never writes the run's state */
+    struct pl__run *owner; /* a branch's: the run's own (its lease) */
 
     /* pl_ctx_continue_as_new() (continued.c): the successor's payload and
      * id, and what its creation writes */

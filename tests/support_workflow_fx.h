@@ -19,15 +19,19 @@ typedef struct death {
     bool mid;    /* killed while the runs went on (not at the end) */
 } death;
 
-/* A run whose lease a worker lost (PL_EVENT_LEASE_LOST): it stalled longer
- * than the lease, and the run went on in another; the call it was in may
- * have run again there, as for a worker killed. */
+/* A run whose lease a worker lost (PL_EVENT_LEASE_LOST: it stalled longer
+ * than the lease), or whose execution stopped with the run left as it was
+ * (PL_EVENT_RUN_STOPPED: a commit the store failed on a loaded host, a run
+ * left for newer code): the run went on in another; the call it was in
+ * may have run again there, as for a worker killed.  "<pid> <run> <kind>
+ * <status> <detail>" a line. */
 typedef struct lapse {
     long pid;
     char run[PL_MAX_RUN_ID + 1];
+    char why[200]; /* the rest of its line: kind, status, detail */
 } lapse;
 
-/* Whether process @p pid lost the lease of run @p run (one of @p lp). */
+/* Whether process @p pid lost run @p run so (one of @p lp). */
 bool fx_lapsed(const lapse *lp, int nl, long pid, const char *run);
 
 /* A tool's effect: "E <key> <tool> <pid>". */

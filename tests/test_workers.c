@@ -135,13 +135,14 @@ static int fenced(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return st ? st : pl_steps_add_resultf(out, "{s:s}", "done", "yes");
 }
 
-/* fenced's first two calls, then two adds at once */
+/* fenced's first two calls, then two adds at once; with {"fan_gate": 1},
+ * an add, then fenced and an add at once */
 static int fanned(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
-    (void)a;
     (void)user;
+    bool fan_gate = cJSON_GetObjectItemCaseSensitive(a->payload, "fan_gate");
     int st = call_simple(ctx, "add", "{\"a\": 1, \"b\": 1}");
-    if (!st)
+    if (!st && !fan_gate)
         st = call_simple(ctx, "gate", "{}");
     pl_action adds[2] = {PL_ACTION_INIT, PL_ACTION_INIT};
     pl_call_spec specs[2] = {PL_CALL_SPEC_INIT, PL_CALL_SPEC_INIT};
@@ -149,7 +150,7 @@ static int fanned(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     cJSON *pay[2] = {t_json("{\"a\": 3, \"b\": 3}"),
                      t_json("{\"a\": 2, \"b\": 2}")};
     for (int i = 0; i < 2; i++) {
-        adds[i].policy = "add";
+        adds[i].policy = i == 0 && fan_gate ? "fenced" : "add";
         adds[i].payload = pay[i];
         specs[i].action = &adds[i];
     }
@@ -660,24 +661,20 @@ static void count_lease_lost(const pl_event *ev, void *user)
 }
 
 /*
- * Fencing: a worker that stalls (SIGSTOP) longer than its lease loses the
- * run to another; when it wakes, its next commit fails with PL_EBUSY and
- * writes nothing into the run the other finished, and PL_EVENT_LEASE_LOST
- * says so, once.
+ * Run @p policy ({} or @p payload) as "contested" in a child process on
+ * host-a, and stop it (SIGSTOP) once it is in the gate: its pid; its
+ * pl_run_start()'s status, lease-lost events and message come down
+ * @p fds[0] (stalled_says()).
  */
-Test(workers, a_stalled_worker_is_fenced_off)
+static pid_t stall_in_gate(const char *path, const pl_registry *reg,
+                           const char *policy, const char *payload, int *fds)
 {
-    const char *path = w_store();
-    pl_registry *reg = w_registry();
-    pl_engine *e = w_engine(path, reg, "host-a");
-    pl_engine_close(e);
     w_touch("block");
-    int pipefd[2];
-    cr_assert_eq(pipe(pipefd), 0);
+    cr_assert_eq(pipe(fds), 0);
     pid_t kid = fork();
     cr_assert_geq(kid, 0);
     if (kid == 0) {
-        close(pipefd[0]);
+        close(fds[0]);
         pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
         eo.host_id = "host-a";
         eo.lease_ms = W_LEASE_MS;
@@ -686,8 +683,8 @@ Test(workers, a_stalled_worker_is_fenced_off)
         if (pl_engine_open(&ce, path, reg, &eo))
             _exit(3);
         pl_action root = PL_ACTION_INIT;
-        root.policy = "fenced";
-        root.payload = t_json("{}");
+        root.policy = policy;
+        root.payload = t_json(payload);
         pl_run_options ro = PL_RUN_OPTIONS_INIT;
         ro.run_id = "contested";
         pl_outcome *o = NULL;
@@ -696,37 +693,28 @@ Test(workers, a_stalled_worker_is_fenced_off)
         int n = snprintf(msg, sizeof msg, "%d %d %d %s %s", st, g_lost,
                          g_lost_status, g_lost_run[0] ? g_lost_run : "-",
                          pl_errmsg());
-        if (write(pipefd[1], msg, (size_t)n) != n)
+        if (write(fds[1], msg, (size_t)n) != n)
             _exit(2);
         _exit(0);
     }
-    close(pipefd[1]);
+    close(fds[1]);
     w_await("in");
     kill(kid, SIGSTOP);
     w_remove("block"); /* this host's gate must not wait */
-    e = w_engine(path, reg, "host-b");
-    /* wait for the stalled worker's lease to expire, then take the run */
-    pl_outcome *o = NULL;
-    int st;
-    for (int ms = 0;
-         (st = pl_run_continue(&o, e, "contested", NULL)) == PL_EBUSY;
-         ms += 20) {
-        cr_assert_lt(ms, W_BOUND_MS, "the stalled lease never expired");
-        w_nap(20);
-    }
-    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(o->status, PL_RUN_COMPLETED);
-    pl_outcome_free(o);
-    pl_run_info *before = NULL;
-    cr_assert_eq(pl_run_get(&before, e, "contested"), PL_OK);
-    /* wake the stalled worker: it leaves the gate and tries to go on */
+    return kid;
+}
+
+/* Wake the stalled child @p kid: it must stop with PL_EBUSY, saying once
+ * that it lost the run's lease. */
+static void stalled_says(pid_t kid, int fd)
+{
     kill(kid, SIGCONT);
     int status;
     cr_assert_eq(waitpid(kid, &status, 0), kid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     char msg[600] = {0};
-    cr_assert_gt(read(pipefd[0], msg, sizeof msg - 1), 0);
-    close(pipefd[0]);
+    cr_assert_gt(read(fd, msg, sizeof msg - 1), 0);
+    close(fd);
     int kst = 0, lost = 0, lost_st = 0;
     char lost_run[PL_MAX_RUN_ID + 1] = "";
     cr_assert_eq(sscanf(msg, "%d %d %d %128s", &kst, &lost, &lost_st, lost_run),
@@ -736,14 +724,96 @@ Test(workers, a_stalled_worker_is_fenced_off)
     cr_assert_eq(lost, 1, "PL_EVENT_LEASE_LOST %d times: %s", lost, msg);
     cr_assert_eq(lost_st, PL_EBUSY, "%s", msg);
     cr_assert_str_eq(lost_run, "contested");
+}
+
+/* A digest of every step of run @p id. */
+static uint64_t w_run_digest(pl_engine *e, const char *id)
+{
+    uint64_t h = 1469598103934665603ULL;
+    cr_assert_eq(pl_run_walk(e, id, t_visit_mix_step, &h), PL_OK, "%s",
+                 pl_errmsg());
+    return h;
+}
+
+/* Continue run @p id to its end once its lease has run out. */
+static void continue_when_free(pl_engine *e, const char *id)
+{
+    pl_outcome *o = NULL;
+    int st;
+    for (int ms = 0; (st = pl_run_continue(&o, e, id, NULL)) == PL_EBUSY;
+         ms += 20) {
+        cr_assert_lt(ms, W_BOUND_MS, "%s: its lease never ran out", id);
+        w_nap(20);
+    }
+    cr_assert_eq(st, PL_OK, "%s", pl_errmsg());
+    cr_assert_eq(o->status, PL_RUN_COMPLETED);
+    pl_outcome_free(o);
+}
+
+/*
+ * Fencing: a worker that stalls (SIGSTOP) longer than its lease loses the
+ * run to another; when it wakes, its next commit fails with PL_EBUSY and
+ * writes nothing into the run the other finished, and PL_EVENT_LEASE_LOST
+ * says so, once.
+ */
+Test(workers, a_stalled_worker_is_fenced_off)
+{
+    const char *path = w_store();
+    pl_registry *reg = w_registry();
+    pl_engine_close(w_engine(path, reg, "host-a"));
+    int fds[2];
+    pid_t kid = stall_in_gate(path, reg, "fenced", "{}", fds);
+    pl_engine *e = w_engine(path, reg, "host-b");
+    /* wait for the stalled worker's lease to expire, then take the run */
+    continue_when_free(e, "contested");
+    pl_run_info *before = NULL;
+    cr_assert_eq(pl_run_get(&before, e, "contested"), PL_OK);
+    uint64_t steps = w_run_digest(e, "contested");
+    /* wake the stalled worker: it leaves the gate and tries to go on */
+    stalled_says(kid, fds[0]);
     /* nothing of its was written: the run is as host-b left it */
     pl_run_info *after = NULL;
     cr_assert_eq(pl_run_get(&after, e, "contested"), PL_OK);
     cr_assert_eq(after->status, PL_RUN_COMPLETED);
     cr_assert_eq(after->steps, before->steps);
     cr_assert_eq(after->updated_us, before->updated_us);
+    cr_assert_eq(w_run_digest(e, "contested"), steps);
     pl_run_info_free(before);
     pl_run_info_free(after);
+    cr_assert_eq(pl_run_verify(e, "contested"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * The same with the stall in a fan-out's branch (in its callee's second
+ * call), whose commit is the first the worker makes once it wakes: another took the run's lease meanwhile
+ * (and has not gone on yet), so that commit is refused too, and the run's
+ * ledger is as the take left it; the taker then finishes the run.
+ */
+Test(workers, a_stalled_fan_out_branch_is_fenced_off)
+{
+    const char *path = w_store();
+    pl_registry *reg = w_registry();
+    pl_engine *e = w_engine(path, reg, "host-b");
+    int fds[2];
+    pid_t kid = stall_in_gate(path, reg, "fanned", "{\"fan_gate\": 1}", fds);
+    pl__lease l;
+    bool taken = false;
+    for (int ms = 0; !taken; ms += 20) {
+        cr_assert_lt(ms, W_BOUND_MS, "the stalled lease never expired");
+        w_nap(20);
+        int st = pl__store_take(e->store, "host-b", W_LEASE_MS * 1000, w_claim,
+                                NULL, &l, &taken);
+        cr_assert(st == PL_OK || st == PL_ENOTFOUND, "%s", pl_errmsg());
+    }
+    cr_assert_str_eq(l.id, "contested");
+    uint64_t steps = w_run_digest(e, "contested");
+    stalled_says(kid, fds[0]);
+    cr_assert_eq(w_run_digest(e, "contested"), steps,
+                 "the stalled worker's branch wrote into the run");
+    /* the take's lease runs out; this engine goes on from the record */
+    continue_when_free(e, "contested");
     cr_assert_eq(pl_run_verify(e, "contested"), PL_OK, "%s", pl_errmsg());
     pl_engine_close(e);
     pl_registry_free(reg);
@@ -796,100 +866,4 @@ Test(workers, a_stopping_worker_hands_its_run_back_between_calls)
 Test(workers, a_stopping_worker_starts_no_fan_out)
 {
     stop_between_calls("fanned", 2);
-}
-
-/*
- * More runs executing at once in one process than the renewer takes in one
- * transaction (1,024): every one of their leases is renewed.  1,100 runs
- * block in a call ("hold") on threads of their own, for two leases; then
- * each must still hold its lease.
- */
-#define MANY 1100
-
-static atomic_int g_held;
-static int g_hold_pipe[2] = {-1, -1}; /* closing [1] lets every call end */
-
-static int hold(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
-{
-    (void)ctx;
-    (void)a;
-    (void)user;
-    atomic_fetch_add(&g_held, 1);
-    char c;
-    while (read(g_hold_pipe[0], &c, 1) < 0 && errno == EINTR)
-        ;
-    return pl_steps_add_resultf(out, "{}");
-}
-
-typedef struct many_run {
-    pl_engine *e;
-    int i, st;
-} many_run;
-
-static void *many_main(void *arg)
-{
-    many_run *m = arg;
-    char id[32];
-    snprintf(id, sizeof id, "many-%d", m->i);
-    pl_action root = PL_ACTION_INIT;
-    root.policy = "hold";
-    root.payload = pl_json_empty();
-    pl_run_options ro = PL_RUN_OPTIONS_INIT;
-    ro.run_id = id;
-    pl_outcome *o = NULL;
-    m->st = pl_run_start(&o, m->e, &root, &ro);
-    if (!m->st && o->status != PL_RUN_COMPLETED)
-        m->st = PL_EPOLICY;
-    pl_outcome_free(o);
-    return NULL;
-}
-
-Test(workers, more_runs_than_one_renewal_holds_keep_their_leases,
-     .timeout = 300)
-{
-    t_lmdb_only("1,100 runs at once, each with a connection of its own");
-    const char *path = w_store();
-    pl_registry *reg = w_registry();
-    cr_assert_eq(pl_registry_add_fn(reg, "hold", hold, NULL), PL_OK, "%s",
-                 pl_errmsg());
-    pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
-    o.durability = PL_DURABILITY_PROCESS;
-    o.host_id = "host-a";
-    o.lease_ms = 1500; /* renewed every 500 ms */
-    pl_engine *e = NULL;
-    cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
-    cr_assert_eq(pipe(g_hold_pipe), 0);
-    static many_run runs[MANY];
-    static pthread_t th[MANY];
-    pthread_attr_t attr;
-    cr_assert_eq(pthread_attr_init(&attr), 0);
-    cr_assert_eq(pthread_attr_setstacksize(&attr, (size_t)256 << 10), 0);
-    for (int i = 0; i < MANY; i++) {
-        runs[i] = (many_run){e, i, 0};
-        cr_assert_eq(pthread_create(&th[i], &attr, many_main, &runs[i]), 0);
-    }
-    pthread_attr_destroy(&attr);
-    for (int ms = 0; atomic_load(&g_held) < MANY; ms += 20) {
-        cr_assert_lt(ms, W_BOUND_MS, "only %d runs reached their call",
-                     atomic_load(&g_held));
-        w_nap(20);
-    }
-    w_nap(3000); /* two leases: any lease not renewed has expired */
-    int expired = 0;
-    for (uint64_t num = 1; num <= MANY; num++) {
-        pl__lease l;
-        cr_assert_eq(pl__store_lease_get(e->store, num, &l), PL_OK, "%s",
-                     pl_errmsg());
-        expired += l.expires_in_us <= 0;
-    }
-    close(g_hold_pipe[1]);
-    for (int i = 0; i < MANY; i++) {
-        cr_assert_eq(pthread_join(th[i], NULL), 0);
-        cr_expect_eq(runs[i].st, PL_OK, "run %d: %s", i,
-                     pl_status_name(runs[i].st));
-    }
-    cr_expect_eq(expired, 0, "%d of %d leases were not renewed", expired, MANY);
-    close(g_hold_pipe[0]);
-    pl_engine_close(e);
-    pl_registry_free(reg);
 }

@@ -58,7 +58,7 @@ static int rounds_of(int n) { return kind_of(n) == PAID2 ? 2 : 1; }
 
 static char g_fx[4300];
 static char g_kills[4300];
-static char g_lapses[4300]; /* "<pid> <run>" of each PL_EVENT_LEASE_LOST */
+static char g_lapses[4300]; /* a lapse (support_workflow_fx.h) a line */
 
 static long long now_ns(void)
 {
@@ -75,10 +75,13 @@ static atomic_long g_boundary;
 static void on_boundary(const pl_event *ev, void *user)
 {
     (void)user;
-    if (ev->kind == PL_EVENT_LEASE_LOST) { /* a stall on a loaded host */
-        FILE *f = fopen(g_lapses, "a");
+    if (ev->kind == PL_EVENT_LEASE_LOST || ev->kind == PL_EVENT_RUN_STOPPED) {
+        FILE *f = fopen(g_lapses, "a"); /* a loaded host's stall, or newer code */
         if (f) {
-            fprintf(f, "%ld %s\n", (long)getpid(), ev->run_id);
+            fprintf(f, "%ld %s %s %s %.120s\n", (long)getpid(), ev->run_id,
+                    ev->kind == PL_EVENT_LEASE_LOST ? "lease_lost" : "stopped",
+                    pl_status_name(ev->status),
+                    ev->detail ? ev->detail : "-");
             fclose(f);
         }
         return;
@@ -601,12 +604,20 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
                   WORKFLOW_RATE_WINDOW_MS);
 
     /* the effects: none lost, none twice but a call in flight at a kill */
-    lapse lp[64];
+    static lapse lp[256];
     int nl = 0;
     FILE *lf = fopen(g_lapses, "r");
-    while (lf && nl < 64 &&
-           fscanf(lf, "%ld %128s", &lp[nl].pid, lp[nl].run) == 2)
+    char lline[600];
+    while (lf && nl < 256 && fgets(lline, sizeof lline, lf)) {
+        int at = 0;
+        if (sscanf(lline, "%ld %128s %n", &lp[nl].pid, lp[nl].run, &at) < 2)
+            continue;
+        snprintf(lp[nl].why, sizeof lp[nl].why, "%.*s",
+                 (int)strcspn(lline + at, "\n"), lline + at);
+        fprintf(stderr, "workflow: lapse: %ld %s %s\n", lp[nl].pid,
+                lp[nl].run, lp[nl].why);
         nl++;
+    }
     if (lf)
         fclose(lf);
     effects fx = {0};
@@ -634,7 +645,7 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
             cr_expect(fx_died_mid(d, nd, fx.x[j].pid) ||
                           fx_lapsed(lp, nl, fx.x[j].pid, run),
                       "%s (%s) ran again after process %ld ran it, which "
-                      "was not killed and kept its lease",
+                      "was not killed, kept its lease and did not stop",
                       fx.x[i].key, fx.x[i].tool, fx.x[j].pid);
         }
         /* the call's result in its caller's ledger is the last
@@ -780,8 +791,8 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
         fprintf(stderr, "%s %s %d", k ? "," : "", where[k], times[k]);
     fprintf(stderr, "\n");
     fprintf(stderr,
-            "workflow: %d calls, %d run again after a kill or a lease lost "
-            "(%d); at most "
+            "workflow: %d calls, %d run again after a kill, a lease lost "
+            "or a stop (%d); at most "
             "%d runs of the key in calls at once; at most %d charges a "
             "window (%d takes, %d refused); %d runs pruned; runs by version: "
             "%d v1, %d v2; %ld model answers; %d MCP calls (%d keys)\n",

@@ -128,12 +128,11 @@ static int share_steps(pl__run *r)
     return st;
 }
 
-/* The run's lease was taken over (a renewal saw it, or the store's fence
- * refused the commit): PL_EVENT_LEASE_LOST, once, from the run's own
- * thread (a fan-out branch leaves it to that thread's next commit). */
-static int lease_lost(pl__run *r, int rc)
+int pl__run_lease_lost(pl__run *r, int rc)
 {
     atomic_store(&r->lease_lost, true);
+    if (r->owner)
+        atomic_store(&r->owner->lease_lost, true);
     if (!r->lease_told && !r->branch) {
         r->lease_told = true;
         pl__emit(r, PL_EVENT_LEASE_LOST, "0", 0, NULL, 0, rc, 0, pl_errmsg());
@@ -149,8 +148,9 @@ static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
         rc = share_steps(r);
     if (rc)
         return rc;
-    if (atomic_load(&r->lease_lost))
-        return lease_lost(
+    if (atomic_load(&r->lease_lost) ||
+        (r->owner && atomic_load(&r->owner->lease_lost)))
+        return pl__run_lease_lost(
             r, pl__err(PL_EBUSY,
                        "run %s: this worker's lease was taken over by "
                        "another worker (this process stalled longer than "
@@ -180,7 +180,7 @@ static int write_batch(pl__run *r, bool final, bool with_state, bool keep)
     /* the fence held no more (a delivery's commit that could not take
      * the run is not a lease lost: it held none) */
     if (rc == PL_EBUSY && r->batch.gen && !r->ride)
-        rc = lease_lost(r, rc);
+        rc = pl__run_lease_lost(r, rc);
     if (rc) {
         st->steps -= n;
         if (r->share) /* what it remembers of this batch is not stored */

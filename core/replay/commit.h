@@ -22,6 +22,11 @@ PL__HIDDEN void pl__run_batch_trim(pl__run *r);
  * or always when @p final (an execution's end).  Returns the store's error
  * and leaves the run as it was on failure. */
 PL__HIDDEN int pl__run_write(pl__run *r, bool final) PL__MUST_CHECK;
+/* The run's lease was taken over (a renewal saw it, or the store's fence
+ * refused a commit): PL_EVENT_LEASE_LOST, once, from the run's own thread
+ * (a fan-out branch marks the run's, and leaves the event to that thread:
+ * its next commit, or its end); returns @p rc. */
+PL__HIDDEN int pl__run_lease_lost(pl__run *r, int rc);
 /* The hash of the root ledger's last step (for the run state's head). */
 PL__HIDDEN int pl__run_head(pl__run *r,
                             uint8_t out[PL_HASH_LEN]) PL__MUST_CHECK;

@@ -79,6 +79,11 @@ static void run_branch(fanout *f, branch *b)
     }
     r->num = p->num;
     r->branch = true;
+    r->owner = p;
+    /* its commits carry the run's fence: a branch of a worker that stalled
+     * past its lease must write nothing once another has the run */
+    r->batch.gen = p->batch.gen;
+    r->batch.nokey_gen = p->batch.nokey_gen;
     r->crashed_before = p->crashed_before;
     r->cur = f->caller;
     b->run = r;

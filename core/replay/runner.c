@@ -276,6 +276,8 @@ static int execute(pl__run *r, const pl_policy_def *def, const pl_action *root,
      * that code, as after a failure of the store */
     if (store_failure(st) || st == PL_ENEWERCODE) {
         pl__err(st, "%s", r->reason ? r->reason : pl_strerror(st));
+        if (st == PL_EBUSY && atomic_load(&r->lease_lost))
+            (void)pl__run_lease_lost(r, st); /* a branch's commit saw it */
         return st;
     }
     pl__kvs_reset(&r->batch.steps);
