@@ -87,7 +87,7 @@ pl_registry *registry(void)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-char *dup(const char *s)
+char *text_dup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);

@@ -15,7 +15,7 @@ typedef struct lines {
 } lines;
 
 pl_registry *registry(void);
-char *dup(const char *s);
+char *text_dup(const char *s);
 char *export_text(pl_engine *e, const char *id);
 int import_text(pl_engine *e, const char *text, const char *new_id, char **out);
 size_t run_count(pl_engine *e);

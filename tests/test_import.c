@@ -401,7 +401,7 @@ Test(import_refuses, a_duplicated_line)
     f.l.v = realloc(f.l.v, (f.l.n + 1) * sizeof *f.l.v);
     cr_assert(f.l.v);
     memmove(&f.l.v[i + 1], &f.l.v[i], (f.l.n - i) * sizeof *f.l.v);
-    f.l.v[i + 1] = dup(f.l.v[i]);
+    f.l.v[i + 1] = text_dup(f.l.v[i]);
     f.l.n++;
     refused_lines(&f, PL_ECORRUPT, "step 0.0:1: a duplicate");
     tamper_teardown(&f);
@@ -438,13 +438,13 @@ Test(import_refuses, a_truncated_file)
     tamper_setup(&f);
     size_t n = strlen(f.text);
     for (size_t cut = n - 1; cut > n - 40; cut -= 7) {
-        char *t = dup(f.text);
+        char *t = text_dup(f.text);
         t[cut] = '\0';
         refused(&f, t, PL_EJSON, "truncated");
         free(t);
     }
     /* cut inside the first line */
-    char *t = dup(f.text);
+    char *t = text_dup(f.text);
     t[20] = '\0';
     refused(&f, t, PL_EJSON, "line 1:");
     free(t);
@@ -482,20 +482,20 @@ Test(import_refuses, a_changed_run_line)
 {
     tamper_fixture f;
     tamper_setup(&f);
-    char *keep = dup(f.l.v[0]);
+    char *keep = text_dup(f.l.v[0]);
     edit(&f.l, 0, "\"status\":\"completed\"", "\"status\":\"failed\"");
     refused_lines(&f, PL_ECORRUPT, "line 1:");
     free(f.l.v[0]);
-    f.l.v[0] = dup(keep);
+    f.l.v[0] = text_dup(keep);
     flip_hex(&f.l, 0, "state", 40);
     refused_lines(&f, PL_ECORRUPT, "state record");
     free(f.l.v[0]);
-    f.l.v[0] = dup(keep);
+    f.l.v[0] = text_dup(keep);
     /* an info record that is not hex (once leaked what was decoded) */
     edit(&f.l, 0, "\"info\":\"", "\"info\":\"00zz");
     refused_lines(&f, PL_EJSON, "info");
     free(f.l.v[0]);
-    f.l.v[0] = dup(keep);
+    f.l.v[0] = text_dup(keep);
     edit(&f.l, 0, "\"format\":2", "\"format\":3");
     refused_lines(&f, PL_EVERSION, "format");
     free(f.l.v[0]);

@@ -107,24 +107,24 @@ Test(import_refuses, a_changed_inbox)
     f.l = split(f.text);
     size_t go = f.l.n - 2, more = f.l.n - 1;
     cr_assert(strstr(f.l.v[go], "\"kind\":\"inbox\""));
-    char *keep = dup(f.l.v[go]);
+    char *keep = text_dup(f.l.v[go]);
     edit(&f.l, go, "\"n\":7", "\"n\":6");
     refused_lines(&f, PL_ECORRUPT, "does not match its record");
     free(f.l.v[go]);
-    f.l.v[go] = dup(keep);
+    f.l.v[go] = text_dup(keep);
     flip_hex(&f.l, go, "record", 10);
     refused_lines(&f, PL_ECORRUPT, "does not decode");
     free(f.l.v[go]);
-    f.l.v[go] = dup(keep);
+    f.l.v[go] = text_dup(keep);
     edit(&f.l, go, "\"seq\":1", "\"seq\":3");
     refused_lines(&f, PL_EJSON, "seq");
     free(f.l.v[go]);
-    f.l.v[go] = dup(keep);
+    f.l.v[go] = text_dup(keep);
     /* a record that is not hex (once leaked what was decoded of it) */
     edit(&f.l, go, "\"record\":\"", "\"record\":\"00zz");
     refused_lines(&f, PL_EJSON, "record");
     free(f.l.v[go]);
-    f.l.v[go] = dup(keep);
+    f.l.v[go] = text_dup(keep);
     /* the last line dropped: truncated */
     char *last = f.l.v[more];
     f.l.n--;

@@ -76,12 +76,12 @@ static void on_boundary(const pl_event *ev, void *user)
 {
     (void)user;
     if (ev->kind == PL_EVENT_LEASE_LOST || ev->kind == PL_EVENT_RUN_STOPPED) {
-        FILE *f = fopen(g_lapses, "a"); /* a loaded host's stall, or newer code */
+        /* a loaded host's stall, or a run left for newer code */
+        FILE *f = fopen(g_lapses, "a");
         if (f) {
             fprintf(f, "%ld %s %s %s %.120s\n", (long)getpid(), ev->run_id,
                     ev->kind == PL_EVENT_LEASE_LOST ? "lease_lost" : "stopped",
-                    pl_status_name(ev->status),
-                    ev->detail ? ev->detail : "-");
+                    pl_status_name(ev->status), ev->detail ? ev->detail : "-");
             fclose(f);
         }
         return;
@@ -614,8 +614,8 @@ Test(workflow, orders_with_workers_killed_at_every_stride_th_boundary,
             continue;
         snprintf(lp[nl].why, sizeof lp[nl].why, "%.*s",
                  (int)strcspn(lline + at, "\n"), lline + at);
-        fprintf(stderr, "workflow: lapse: %ld %s %s\n", lp[nl].pid,
-                lp[nl].run, lp[nl].why);
+        fprintf(stderr, "workflow: lapse: %ld %s %s\n", lp[nl].pid, lp[nl].run,
+                lp[nl].why);
         nl++;
     }
     if (lf)

@@ -819,6 +819,11 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if (rs.has_head && !pl__rechain_head(&w, rs.head))
         rs.has_head = false;
     fill.run = create.run;
+    /* fenced by the lease the creation took: should this process stall
+     * past it and another take the run meanwhile (and, finding it
+     * `failed`, drop it), the run stays `failed`, never `running` with no
+     * lease for a worker to take (PL_EBUSY) */
+    fill.gen = queued ? 1 : 0;
     /* a waiting run gets its timer, as the wait that parked it set it:
      * due at its wake time, or at its deadline to end */
     if (rs.status == PL_RUN_WAITING) {
