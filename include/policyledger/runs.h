@@ -617,7 +617,10 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  *
  * Writing takes two commits (the store numbers a run when it creates it):
  * should the process die between them, the run is left `failed` with a
- * reason saying the import did not complete, and its id stays taken.
+ * reason saying the import did not complete, and its id stays taken.  A
+ * queued or running run is created with a lease that fences the second
+ * commit: should this process stall past it while another takes the run,
+ * PL_EBUSY, and the run is left `failed` so.
  *
  * With a NULL @p engine the export is only checked, as above, and
  * nothing is opened or written: PL_OK means it would import (unless its
@@ -633,7 +636,8 @@ int pl_run_export_each(pl_engine *engine, const char *run_id,
  *         step: the export was changed); PL_EVERSION (another export
  *         format); PL_ELIMIT (a line longer than 64 MiB); PL_EEXIST (the
  *         run id is taken); PL_EIO; PL_ESTATE (a read-only engine);
- *         PL_ESTORE; PL_EMAPFULL; PL_ENOMEM.
+ *         PL_EBUSY (its lease was taken, above); PL_ESTORE; PL_EMAPFULL;
+ *         PL_ENOMEM.
  */
 int pl_run_import(char **out_run_id, pl_engine *engine, FILE *in,
                   const char *new_id);
