@@ -3,8 +3,9 @@
  * on the store the suite runs on: LMDB, and PostgreSQL as pg_test_flow
  * (PL_TEST_STORE=postgresql, tests/CMakeLists.txt).
  *
- * Processes are real (fork, SIGKILL), leases short (300 ms), and nothing
- * is timed: every wait is for a condition, with a generous bound; the key
+ * Processes are real (fork, SIGKILL), killed workers' leases short
+ * (300 ms; the others' long enough that no stall of a loaded host outlasts
+ * them), and nothing is timed: every wait is for a condition, with a generous bound; the key
  * limits are checked from the times the runs recorded in their ledgers.
  */
 #include "support.h"
@@ -24,6 +25,10 @@
 #include <unistd.h>
 
 #define F_LEASE_MS 300u
+/* The leases of the workers no test kills: their tests assert that a run
+ * holds its key's place (or its run) while it runs, which a lease run out
+ * (a worker stalled past 300 ms on a loaded host) gives up, as it must */
+#define F_HELD_LEASE_MS 10000u
 #define F_BOUND_MS 120000 /* the longest any condition is waited for */
 
 static char f_dir[256]; /* markers and the effects of the policies below */
@@ -227,7 +232,7 @@ static pl_engine *f_engine(const char *path, const pl_registry *reg,
 {
     pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
     o.host_id = host;
-    o.lease_ms = F_LEASE_MS;
+    o.lease_ms = F_HELD_LEASE_MS;
     o.durability = PL_DURABILITY_PROCESS; /* processes are killed, not hosts */
     pl_engine *e = NULL;
     cr_assert_eq(pl_engine_open(&e, path, reg, &o), PL_OK, "%s", pl_errmsg());
@@ -755,7 +760,7 @@ static void w_worker(const char *path, const pl_registry *reg, int i)
     /* no lease runs out here: a worker stalled past a short one (a loaded
      * host) lets the other take its run over and execute its woken part
      * again, as it should, which this test would count as a repeat */
-    pl_engine *e = f_child_engine(path, reg, host, 10 * 1000);
+    pl_engine *e = f_child_engine(path, reg, host, F_HELD_LEASE_MS);
     if (pl_engine_set_wait_in_place(e, 0)) /* every wait parks */
         _exit(2);
     pl_worker_options o = PL_WORKER_OPTIONS_INIT;
