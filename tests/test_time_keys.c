@@ -80,9 +80,32 @@ static int keyed_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
     return rs ? rs : st;
 }
 
+/* "hand-waiter": waits for "go", then executes, counted, holding its
+ * key's place until g_hand_release (g_hand once it holds it). */
+static atomic_int g_hand, g_hand_release;
+
+static int hand_waiter(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *u)
+{
+    (void)a;
+    (void)u;
+    cJSON *p = NULL;
+    int st = pl_ctx_wait_event(&p, ctx, "go", PL_WAIT_FOREVER);
+    cJSON_Delete(p);
+    if (st)
+        return st;
+    k_enter();
+    atomic_store(&g_hand, 1);
+    for (int ms = 0; !atomic_load(&g_hand_release) && ms < K_BOUND_MS; ms += 2)
+        nap_ms(2);
+    k_leave();
+    return pl_steps_add_resultf(out, "{}");
+}
+
 static pl_registry *k_registry(void)
 {
     pl_registry *reg = registry();
+    cr_assert_eq(pl_registry_add_fn(reg, "hand-waiter", hand_waiter, NULL),
+                 PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "holder", holder, NULL), PL_OK);
     cr_assert_eq(pl_registry_add_fn(reg, "keyed-waiter", keyed_waiter, NULL),
                  PL_OK);
@@ -104,14 +127,19 @@ static void k_submit(pl_engine *e, const char *policy, const char *id)
 
 /* Run @p id of key "k" parked waiting for "go" (on an engine that parks
  * every wait). */
-static void k_park(pl_engine *e, const char *id)
+static void k_park_as(pl_engine *e, const char *policy, const char *id)
 {
-    k_submit(e, "keyed-waiter", id);
+    k_submit(e, policy, id);
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_continue(&o, e, id, NULL), PL_OK, "%s", pl_errmsg());
     cr_assert_eq(o->status, PL_RUN_WAITING, "%s",
                  pl_run_status_name(o->status));
     pl_outcome_free(o);
+}
+
+static void k_park(pl_engine *e, const char *id)
+{
+    k_park_as(e, "keyed-waiter", id);
 }
 
 /* Run "a" signalled "go" with {"n": @p n}: the delivery accepted, and
@@ -164,6 +192,17 @@ static void *k_worker_main(void *arg)
     return NULL;
 }
 
+/* The worker stopped, and never two runs of key "k" executed at once. */
+static void k_worker_end(k_worker *w)
+{
+    pl_worker_stop(w->e);
+    cr_assert_eq(pthread_join(w->th, NULL), 0);
+    cr_expect_eq(w->rc, PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(atomic_load(&g_most), 1,
+                 "%d runs of key k (limit 1) executed at once",
+                 atomic_load(&g_most));
+}
+
 TestSuite(time_keys, .fini = t_cleanup, .timeout = 120);
 
 /*
@@ -196,12 +235,7 @@ Test(time_keys, a_signal_waits_for_the_key)
     atomic_store(&g_release, 1);
     k_await_status(e, "b", PL_RUN_COMPLETED);
     k_await_status(e, "a", PL_RUN_COMPLETED);
-    pl_worker_stop(e);
-    cr_assert_eq(pthread_join(w.th, NULL), 0);
-    cr_expect_eq(w.rc, PL_OK, "%s", pl_errmsg());
-    cr_expect_eq(atomic_load(&g_most), 1,
-                 "%d runs of key k (limit 1) executed at once",
-                 atomic_load(&g_most));
+    k_worker_end(&w);
     /* the event delivered while the key was full is the one consumed */
     cr_assert_eq(pl_run_continue(&o, e, "a", NULL), PL_OK, "%s", pl_errmsg());
     cJSON *want = t_json("{\"got\": {\"n\": 7}}");
@@ -213,14 +247,42 @@ Test(time_keys, a_signal_waits_for_the_key)
     pl_registry_free(reg);
 }
 
-static void *k_hold_main(void *arg)
+/* A run continued in a thread of its own: whether it completed. */
+typedef struct k_cont {
+    pthread_t th;
+    pl_engine *e;
+    const char *id;
+    bool ok;
+} k_cont;
+
+static void *k_cont_main(void *arg)
 {
-    pl_engine *e = arg;
+    k_cont *c = arg;
     pl_outcome *o = NULL;
-    int st = pl_run_continue(&o, e, "b", NULL);
-    bool ok = !st && o && o->status == PL_RUN_COMPLETED;
+    int st = pl_run_continue(&o, c->e, c->id, NULL);
+    c->ok = !st && o && o->status == PL_RUN_COMPLETED;
     pl_outcome_free(o);
-    return ok ? arg : NULL;
+    return NULL;
+}
+
+static void k_cont_start(k_cont *c, pl_engine *e, const char *id)
+{
+    *c = (k_cont){.e = e, .id = id};
+    cr_assert_eq(pthread_create(&c->th, NULL, k_cont_main, c), 0);
+}
+
+static void k_cont_end(k_cont *c)
+{
+    cr_assert_eq(pthread_join(c->th, NULL), 0);
+    cr_expect(c->ok, "run %s did not complete", c->id);
+}
+
+/* "holder" (run "b") holding key "k"'s place in a thread of @p c. */
+static void k_hold(k_cont *c, pl_engine *e)
+{
+    k_submit(e, "holder", "b");
+    k_cont_start(c, e, "b");
+    k_await_holding();
 }
 
 /*
@@ -235,10 +297,8 @@ Test(time_keys, a_cancellation_waits_for_the_key)
     pl_registry *reg = k_registry();
     pl_engine *e = engine_parking(reg);
     k_park(e, "a");
-    k_submit(e, "holder", "b");
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
-    k_await_holding();
+    k_cont b;
+    k_hold(&b, e);
     cr_assert_eq(pl_run_cancel(e, "a", "stop"), PL_OK, "%s", pl_errmsg());
     cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING, "a is %s",
                  pl_run_status_name(status_of(e, "a")));
@@ -249,9 +309,7 @@ Test(time_keys, a_cancellation_waits_for_the_key)
                  pl_run_status_name(status_of(e, "a")));
     cr_expect_gt(next, 0, "a's wake is not due again");
     atomic_store(&g_release, 1);
-    void *ok = NULL;
-    cr_assert_eq(pthread_join(th, &ok), 0);
-    cr_expect_not_null(ok, "run b did not complete");
+    k_cont_end(&b);
     /* b's place is free: the wake takes a (its lease may take a moment to
      * be seen as free on a busy host: waited for, bounded) */
     for (int ms = 0; status_of(e, "a") == PL_RUN_WAITING; ms += 5) {
@@ -272,17 +330,13 @@ Test(time_keys, a_cancellation_waits_for_the_key)
 }
 
 /* Run "free", without a key, parked waiting for "go"; then "holder" (run
- * "b") holding key "k"'s place in a thread, returned. */
-static pthread_t k_free_and_hold(pl_engine *e)
+ * "b") holding key "k"'s place in a thread of @p b. */
+static void k_free_and_hold(k_cont *b, pl_engine *e)
 {
     pl_outcome *o = t_start(e, "keyed-waiter", "{}", "free");
     cr_assert_eq(o->status, PL_RUN_WAITING);
     pl_outcome_free(o);
-    k_submit(e, "holder", "b");
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, k_hold_main, e), 0);
-    k_await_holding();
-    return th;
+    k_hold(b, e);
 }
 
 /* Without a key, a signalled waiting run goes on in the caller's thread as
@@ -291,7 +345,8 @@ Test(time_keys, a_run_without_a_key_goes_on_at_once)
 {
     pl_registry *reg = k_registry();
     pl_engine *e = engine_parking(reg);
-    pthread_t th = k_free_and_hold(e);
+    k_cont b;
+    k_free_and_hold(&b, e);
     cJSON *p = t_json("{\"n\": 1}");
     pl_outcome *o = NULL;
     cr_assert_eq(pl_run_signal(&o, e, "free", "go", p), PL_OK, "%s",
@@ -301,9 +356,7 @@ Test(time_keys, a_run_without_a_key_goes_on_at_once)
     cr_expect_eq(o->status, PL_RUN_COMPLETED);
     pl_outcome_free(o);
     atomic_store(&g_release, 1);
-    void *ok = NULL;
-    cr_assert_eq(pthread_join(th, &ok), 0);
-    cr_expect_not_null(ok, "run b did not complete");
+    k_cont_end(&b);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
@@ -363,7 +416,8 @@ Test(time_keys, a_wake_passes_a_full_keys_due_runs)
         snprintf(id[i], sizeof id[i], "w%02d", i);
         k_park(e, id[i]);
     }
-    pthread_t th = k_free_and_hold(e);
+    k_cont b;
+    k_free_and_hold(&b, e);
     char pay[48];
     for (int i = 0; i <= K_FULL_DUE; i++) {
         snprintf(pay, sizeof pay, "{\"n\": %d, \"free\": %s}", i,
@@ -386,9 +440,7 @@ Test(time_keys, a_wake_passes_a_full_keys_due_runs)
                      pl_run_status_name(status_of(e, id[i])));
     cr_expect_gt(next, 0, "the full key's runs are not due again");
     atomic_store(&g_release, 1);
-    void *ok = NULL;
-    cr_assert_eq(pthread_join(th, &ok), 0);
-    cr_expect_not_null(ok, "run b did not complete");
+    k_cont_end(&b);
     for (int i = 0; i < K_FULL_DUE; i++)
         for (int ms = 0; status_of(e, id[i]) == PL_RUN_WAITING; ms += 5) {
             cr_assert_lt(ms, K_BOUND_MS, "%s was never woken", id[i]);
@@ -446,7 +498,8 @@ static void k_damage_key(const char *path, const char *id)
 /*
  * A run parked with key "k" whose key's record is damaged: its key and
  * limit are no longer known, so it must never execute, nor wait unseen.
- * A delivery to it is accepted and durable (it does not continue it); the
+ * A delivery to it is accepted and durable (it does not continue it); a
+ * continuation by hand is refused (PL_ECORRUPT) and leaves it waiting; the
  * wake that meets it fails it (PL_ECORRUPT, with a reason naming the
  * key's record and the run), its wait never passed; the other run of its
  * key goes on.
@@ -465,6 +518,13 @@ Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
     e = t_engine(path, reg, PL_DURABILITY_SYNC);
     cr_assert_eq(pl_engine_set_wait_in_place(e, 0), PL_OK);
     k_signal_held(e, 1, "past its damaged key");
+    /* continued by hand, it is refused as clearly, and left waiting */
+    pl_outcome *o = NULL;
+    cr_expect_eq(pl_run_continue(&o, e, "a", NULL), PL_ECORRUPT,
+                 "a continued by hand past its damaged key: %s", pl_errmsg());
+    pl_outcome_free(o);
+    o = NULL;
+    cr_expect_eq(status_of(e, "a"), PL_RUN_WAITING);
     int last = PL_OK;
     for (int i = 0; i < 1000 && status_of(e, "a") == PL_RUN_WAITING; i++) {
         int64_t next = 0;
@@ -483,7 +543,6 @@ Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
               "a's reason: %s", info->reason ? info->reason : "(none)");
     pl_run_info_free(info);
     /* the other run of the key goes on, at once */
-    pl_outcome *o = NULL;
     cJSON *p = t_json("{\"n\": 2}");
     cr_assert_eq(pl_run_signal(&o, e, "c", "go", p), PL_OK, "%s", pl_errmsg());
     cJSON_Delete(p);
@@ -496,6 +555,50 @@ Test(time_keys, a_parked_run_whose_key_is_damaged_fails_when_met)
     cr_expect_eq(atomic_load(&g_norder), 1, "%d runs got past their wait",
                  atomic_load(&g_norder));
     cr_expect_eq(atomic_load(&g_most), 1);
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/*
+ * A waiting run of key "k" (limit 1), its event delivered while "b" held
+ * the key's place, continued by hand once "b" has ended: an operator's
+ * override, it executes at once, and counts against its key while it runs
+ * (docs/guide.md, Flow control), so a worker takes no other run of the
+ * key ("c", queued) before it has ended.  On PostgreSQL the lease that
+ * pl_run_continue() took lacked the key its parked row held, and the
+ * worker took "c" beside it.
+ */
+Test(time_keys, a_waiting_run_continued_by_hand_counts_against_its_key)
+{
+    pl_registry *reg = k_registry();
+    pl_engine *e = engine_parking(reg);
+    k_park_as(e, "hand-waiter", "a");
+    k_cont b, a;
+    k_hold(&b, e);
+    k_signal_held(e, 1, "while its key was full");
+    atomic_store(&g_release, 1);
+    k_cont_end(&b);
+    k_submit(e, "holder", "c");
+    k_cont_start(&a, e, "a");
+    for (int ms = 0; !atomic_load(&g_hand); ms += 2) {
+        cr_assert_lt(ms, K_BOUND_MS, "a never went past its wait");
+        nap_ms(2);
+    }
+    k_worker w = {.e = e};
+    cr_assert_eq(pthread_create(&w.th, NULL, k_worker_main, &w), 0);
+    /* the worker looks at the queue every 5 ms: a hundred looks and more
+     * while a holds the key's place (fewer on a loaded host: never a
+     * false failure) */
+    for (int i = 0; i < 100; i++) {
+        cr_expect_eq(status_of(e, "c"), PL_RUN_SUBMITTED,
+                     "c was taken while a, continued by hand, held k: %s",
+                     pl_run_status_name(status_of(e, "c")));
+        nap_ms(5);
+    }
+    atomic_store(&g_hand_release, 1);
+    k_cont_end(&a);
+    k_await_status(e, "c", PL_RUN_COMPLETED);
+    k_worker_end(&w);
     pl_engine_close(e);
     pl_registry_free(reg);
 }

@@ -158,16 +158,7 @@ int pl__pg_lease_sql(const pl__pg_store *s, int which, char **out)
     case L_RUN_LOAD:
     case L_READ_ROOT:
         return (*out = pl__pg_read_sql(s, which)) ? PL_OK : PL_ENOMEM;
-    case L_ACQUIRE:
-        *out = pl__asprintf(
-            "INSERT INTO \"%s\".leases AS l (run, gen, owner, id, expires) "
-            "VALUES ($1::bigint, 1, $2, $3, " NOW_US " + $4::bigint) "
-            "ON CONFLICT (run) DO UPDATE SET gen = l.gen + 1, owner = "
-            "excluded.owner, id = excluded.id, expires = excluded.expires "
-            "WHERE l.expires <= " NOW_US " OR l.owner = excluded.owner OR "
-            "l.gen = $5::bigint RETURNING gen, (xmax <> 0)::int",
-            n);
-        break;
+    case L_ACQUIRE: return pl__pg_time_sql(s, which, out);
     case L_GET:
         *out = pl__asprintf("SELECT run, gen, expires - " NOW_US ", owner, id "
                             "FROM \"%s\".leases WHERE run = $1::bigint",
@@ -510,6 +501,11 @@ again:
             !pl__pg_parse_i64(PQgetvalue(r, 0, 1), &x))
             st = pl__err(PL_ECORRUPT, "store '%s': a lease row is malformed",
                          s->path);
+        else if (v == -1) /* L_ACQUIRE's */
+            st = pl__err(PL_ECORRUPT,
+                         "store '%s': the concurrency key of run #%llu (its "
+                         "parked row) is damaged",
+                         s->path, (unsigned long long)run);
         *gen = (uint64_t)v;
         *had = x != 0;
         PQclear(r);

@@ -75,14 +75,13 @@
     "$3::bigint, $4, $5::bytea, " TIMER_KEY(                                   \
         "%s", "$1::bigint") ") " TIMER_UPSERT("t") ") "
 
-/* A delivery's take of the lease (as L_ACQUIRE) in g: $1 run, $2 owner, $3
- * id, $4 lease_us, $5 the generation it may take over.  A run parked with
- * a key only while the key has room (pl_key_room(), as its wake),
- * the lease getting its key back and the parked row going, and its mark
- * (LEASE MARKS, pg_lease.c) from the inbox; five schemas. */
-#define ACQUIRE                                                                \
-    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, CASE WHEN " PARKED_OK    \
-    " THEN \"%s\".pl_key_room(z.fkey, z.flimit) ELSE false END AS room "       \
+/* A take of the lease in g: $1 run, $2 owner, $3 id, $4 lease_us, $5 the
+ * generation it may take over.  A run parked with a key only while @p room
+ * (an SQL expression of its parked row z), the lease getting its key back
+ * and the parked row going, and its mark (LEASE MARKS, pg_lease.c) from
+ * the inbox; four schemas, and @p room's. */
+#define ACQUIRE_IF(room)                                                       \
+    "WITH p AS MATERIALIZED (SELECT z.fkey, z.flimit, " room " AS room "       \
     "FROM \"%s\".parked z WHERE z.run = "                                      \
     "$1::bigint), g AS (INSERT INTO \"%s\".leases AS l (run, gen, owner, "     \
     "id, expires, fkey, flimit, cancel) SELECT $1::bigint, 1, $2::text, "      \
@@ -97,6 +96,11 @@
     "excluded.owner OR l.gen = $5::bigint RETURNING l.run, l.gen, (l.xmax "    \
     "<> 0)::int AS had), k AS (DELETE FROM \"%s\".parked z USING g WHERE "     \
     "z.run = g.run) "
+/* A delivery's: only while the key has room (pl_key_room(), as its wake);
+ * five schemas. */
+#define ACQUIRE                                                                \
+    ACQUIRE_IF("CASE WHEN " PARKED_OK " THEN \"%s\".pl_key_room(z.fkey, "      \
+               "z.flimit) ELSE false END")
 
 int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
 {
@@ -153,6 +157,15 @@ int pl__pg_time_sql(const pl__pg_store *s, int which, char **out)
         break;
     case T_ACQUIRE:
         *out = pl__asprintf(ACQUIRE "SELECT gen, had FROM g", n, n, n, n, n);
+        break;
+    case L_ACQUIRE:
+        /* pl_run_continue()'s: an operator's override, which counts
+         * against the key whether it has room or not; a damaged parked
+         * key takes no lease, and its row (-1) says so */
+        *out = pl__asprintf(ACQUIRE_IF(PARKED_OK) "SELECT gen, had FROM g "
+                                                  "UNION ALL SELECT -1, 0 FROM "
+                                                  "p WHERE NOT p.room",
+                            n, n, n, n);
         break;
     case T_RIDE_TAKE:
         /* the same, in a ride: the lease must be taken */
