@@ -145,6 +145,32 @@ void cli_hex(char *out, const uint8_t *b, size_t len)
     out[2 * len] = '\0';
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Whether the URI parameter name @p p (@p n bytes, percent-encoded as
+ * libpq decodes it) names a password: password, sslpassword. */
+static bool secret_name(const char *p, size_t n)
+{
+    char name[16];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++, k++) {
+        if (k + 1 >= sizeof name)
+            return false;
+        int hi = p[i] == '%' && i + 2 < n ? hex_digit(p[i + 1]) : -1;
+        int lo = hi >= 0 ? hex_digit(p[i + 2]) : -1;
+        name[k] = lo >= 0 ? (char)(hi << 4 | lo) : p[i];
+        i += lo >= 0 ? 2 : 0;
+    }
+    name[k] = '\0';
+    return !strcmp(name, "password") || !strcmp(name, "sslpassword");
+}
+
 /* @p uri with its password (user part, password= parameters) as "***":
  * each replaced value grows by at most 3 bytes, and there are fewer of
  * them than bytes. */
@@ -173,10 +199,14 @@ static char *mask_password(const char *uri)
     p += head;
     while (*p) { /* at '?' or '&': the separator, then one parameter */
         out[o++] = *p++;
-        size_t n = strcspn(p, "&");
-        bool secret = n >= 9 && !strncmp(p, "password=", 9);
-        memcpy(out + o, secret ? "password=***" : p, secret ? 12 : n);
-        o += secret ? 12 : n;
+        size_t n = strcspn(p, "&"), name = strcspn(p, "=&");
+        bool secret = p[name] == '=' && secret_name(p, name);
+        memcpy(out + o, p, secret ? name + 1 : n);
+        o += secret ? name + 1 : n;
+        if (secret) {
+            memcpy(out + o, "***", 3);
+            o += 3;
+        }
         p += n;
     }
     out[o] = '\0';

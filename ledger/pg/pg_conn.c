@@ -1,16 +1,8 @@
 /*
  * pg_conn.c -- the store on PostgreSQL, through libpq: errors,
- * connections, the URI, opening and closing, and the schema's layout
- * (pg_setup.c makes it, or finds it current).  The other files of
- * ledger/pg/ are listed in pg_int.h.
- *
- * URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
- * (or postgres://), as libpq reads it, plus our `schema=NAME` ([a-z_][a-z0-9_]*
- * up to 63 bytes, no pg_; default `policyledger`) and `answer_timeout_ms=N`
- * (how long a statement waits for the server's answer, pg_wait.c: 1 to
- * 86,400,000; absent, 30,000; anything else, 0 included, PL_EINVAL), cut
- * before libpq sees them.  libpq's
- * connect_timeout is 30 s unless the URI sets it.
+ * connections, opening and closing, and the schema's layout (pg_setup.c
+ * makes it, or finds it current; pg_uri.c reads the URI).  The other
+ * files of ledger/pg/ are listed in pg_int.h.
  *
  * LAYOUT: the tables live in a schema of their own, created with them on
  * the first open (pg_setup.c).  Keys are bytea, which PostgreSQL orders
@@ -187,8 +179,7 @@ static void one_line(char *buf)
     buf[w] = '\0';
 }
 
-/* libpq's message for @p c, on one line. */
-static const char *conn_msg(const PGconn *c, char *buf, size_t n)
+const char *pl__pg_conn_msg(const PGconn *c, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", c ? PQerrorMessage(c) : "out of memory");
     one_line(buf);
@@ -215,7 +206,7 @@ int pl__pg_err(const pl__pg_store *s, const PGconn *c, const PGresult *r,
                        "lost (%s); nothing of this call was committed "
                        "unless it was reported so, and the next call "
                        "reconnects",
-                       s->path, what, conn_msg(c, buf, sizeof buf));
+                       s->path, what, pl__pg_conn_msg(c, buf, sizeof buf));
     const char *m = r ? PQresultErrorMessage(r) : "";
     snprintf(buf, sizeof buf, "%s", *m ? m : PQerrorMessage(c));
     one_line(buf);
@@ -300,7 +291,7 @@ static int conn_open(pl__pg_store *s, PGconn **out)
     PGconn *c = PQconnectdb(s->conninfo);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         int st = pl__err(PL_ESTORE, "store '%s': cannot connect: %s", s->path,
-                         conn_msg(c, buf, sizeof buf));
+                         pl__pg_conn_msg(c, buf, sizeof buf));
         PQfinish(c);
         return st;
     }
@@ -510,211 +501,6 @@ int pl__pg_command(pl__pg_store *s, PGconn *c, const char *sql,
 
 /* ---- open / close -------------------------------------------------------- */
 
-static bool schema_ok(const char *p, size_t n) /* see URI above */
-{
-    if (!n || n > SCHEMA_MAX || (p[0] >= '0' && p[0] <= '9') ||
-        !strncmp(p, "pg_", 3)) /* pg_catalog, pg_temp, ... */
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
-              p[i] == '_'))
-            return false;
-    return true;
-}
-
-/* The URI for messages: its password, if any (the user part's, a
- * password= parameter's), shown as "***". */
-static char *masked(const char *uri)
-{
-    const char *user = strstr(uri, "://");
-    user = user ? user + 3 : uri;
-    size_t hostpart = strcspn(user, "/?");
-    const char *at = memchr(user, '@', hostpart);
-    const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
-    char *m = colon ? pl__asprintf("%.*s***%s", (int)(colon + 1 - uri), uri, at)
-                    : pl__strdup(uri);
-    for (char *p = m ? strchr(m, '?') : NULL; p; p = strchr(p + 1, '&'))
-        if (!strncmp(p + 1, "password=", 9)) { /* its value: at most "***" */
-            char *v = p + 10;
-            size_t n = strcspn(v, "&"), k = n < 3 ? n : 3;
-            memset(v, '*', k);
-            memmove(v + k, v + n, strlen(v + n) + 1);
-        }
-    return m;
-}
-
-/* Where check_options() points libpq: a socket under a file, which no
- * system has, so that its connection fails at once, no packet sent. */
-#define NOWHERE "/dev/null/policyledger"
-
-/*
- * The values of the URI's libpq options (sslmode=bogus, a port or
- * hostaddr list that does not match its hosts, a service not defined), which
- * PQconninfoParse() does not check, checked as libpq checks them before
- * it connects, without connecting: a ping of the same options with every
- * host NOWHERE (hostaddr dropped, the host list as long as the URI's) is
- * PQPING_NO_ATTEMPT only when libpq refused the options themselves, and
- * then a start of that connection says why.  A bad value is the caller's
- * error (PL_EINVAL with libpq's reason), not a store that failed.
- */
-static int check_options(const pl__pg_store *s, const PQconninfoOption *opts)
-{
-    size_t n = 0, hosts = 1, of[2] = {0, 0}; /* host, hostaddr values */
-    for (const PQconninfoOption *o = opts; o->keyword; o++, n++) {
-        bool addr = !strcmp(o->keyword, "hostaddr");
-        if (o->val && *o->val && (addr || !strcmp(o->keyword, "host"))) {
-            size_t k = 1;
-            for (const char *p = o->val; *p; p++)
-                k += *p == ',';
-            of[addr] = k;
-            hosts = k > hosts ? k : hosts;
-        }
-    }
-    /* the check the ping below, without hostaddr, cannot make */
-    if (of[0] && of[1] && of[0] != of[1])
-        return pl__err(PL_EINVAL,
-                       "store '%s': a connection option is not valid: could "
-                       "not match %zu host names to %zu hostaddr values",
-                       s->path, of[0], of[1]);
-    const char **kw = calloc(n + 2, sizeof *kw);
-    const char **val = calloc(n + 2, sizeof *val);
-    pl__buf where = {0};
-    int st = kw && val ? PL_OK : PL_ENOMEM;
-    for (size_t i = 0; !st && i < hosts; i++)
-        st = pl__buf_append(&where, i ? "," NOWHERE : NOWHERE,
-                            strlen(NOWHERE) + (i ? 1 : 0));
-    if (!st)
-        st = pl__buf_append(&where, "", 1);
-    if (st) {
-        st = pl__err(PL_ENOMEM, "out of memory");
-        goto done;
-    }
-    size_t m = 0;
-    kw[m] = "host";
-    val[m++] = (const char *)where.data;
-    for (const PQconninfoOption *o = opts; o->keyword; o++)
-        if (o->val && strcmp(o->keyword, "host") &&
-            strcmp(o->keyword, "hostaddr")) {
-            kw[m] = o->keyword;
-            val[m++] = o->val;
-        }
-    if (PQpingParams(kw, val, 0) == PQPING_NO_ATTEMPT) {
-        char buf[512];
-        PGconn *c = PQconnectStartParams(kw, val, 0);
-        st = c ? pl__err(PL_EINVAL,
-                         "store '%s': a connection option is not valid: %s",
-                         s->path, conn_msg(c, buf, sizeof buf))
-               : pl__err(PL_ENOMEM, "out of memory");
-        PQfinish(c);
-    }
-done:
-    free(kw);
-    free(val);
-    pl__buf_free(&where);
-    return st;
-}
-
-/*
- * A URI libpq cannot parse is a bad argument, not a store that failed: it
- * is refused before any connection, with libpq's reason (cut before the
- * URI it quotes, which may hold a password).
- */
-static int check_conninfo(const pl__pg_store *s, const char *conninfo)
-{
-    char *err = NULL;
-    PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
-    if (opts) {
-        int st = check_options(s, opts);
-        PQconninfoFree(opts);
-        return st;
-    }
-    if (!err)
-        return pl__err(PL_ENOMEM, "out of memory");
-    size_t len = strcspn(err, "\n");
-    const char *quote = strstr(err, " in URI");
-    if (quote && (size_t)(quote - err) < len)
-        len = (size_t)(quote - err);
-    int st = pl__err(PL_EINVAL,
-                     "store '%s': not a valid postgresql:// URI: "
-                     "%.*s",
-                     s->path, (int)len, err);
-    PQfreemem(err);
-    return st;
-}
-
-/* answer_timeout_ms=N (see URI above): 1 to ANSWER_MS_MAX, in decimal
- * digits alone (leading zeros read).  0 is refused: PostgreSQL's own
- * timeouts (statement_timeout, connect_timeout) read it as "no bound",
- * which this one never is; absent is the default. */
-static int answer_ms(pl__pg_store *s, const char *v, size_t n)
-{
-    unsigned long ms = 0;
-    size_t i = 0;
-    for (; i < n && v[i] >= '0' && v[i] <= '9' && ms <= ANSWER_MS_MAX; i++)
-        ms = ms * 10 + (unsigned long)(v[i] - '0');
-    if (!n || i != n || !ms || ms > ANSWER_MS_MAX)
-        return pl__err(PL_EINVAL,
-                       "store '%s': answer_timeout_ms '%.*s' is not a number "
-                       "of milliseconds from 1 to %d (absent: %d)",
-                       s->path, (int)(n < 32 ? n : 32), v, ANSWER_MS_MAX,
-                       ANSWER_MS_DEFAULT);
-    s->answer_ms = (int)ms;
-    return PL_OK;
-}
-
-/*
- * Split schema=NAME off the URI's query string, and give libpq a
- * connect_timeout unless the URI has one: a host that does not answer
- * fails the call instead of hanging it.
- */
-static int parse_uri(pl__pg_store *s, const char *uri)
-{
-    const char *q = strchr(uri, '?');
-    pl__buf ci = {0};
-    const char *schema = SCHEMA_DEFAULT;
-    s->answer_ms = ANSWER_MS_DEFAULT;
-    size_t schema_len = strlen(SCHEMA_DEFAULT);
-    int st = pl__buf_append(&ci, uri, q ? (size_t)(q - uri) : strlen(uri));
-    char sep = '?';
-    for (const char *p = q ? q + 1 : NULL; !st && p && *p;) {
-        const char *end = strchr(p, '&');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len >= 18 && memcmp(p, "answer_timeout_ms=", 18) == 0) {
-            st = answer_ms(s, p + 18, len - 18);
-        } else if (len >= 7 && memcmp(p, "schema=", 7) == 0) {
-            schema = p + 7;
-            schema_len = len - 7;
-            if (!schema_ok(schema, schema_len))
-                st = pl__err(PL_EINVAL,
-                             "store '%s': schema must be 1 to %d of a-z, 0-9 "
-                             "and _, not starting with a digit or pg_",
-                             s->path, SCHEMA_MAX);
-        } else if (len) {
-            if (!(st = pl__buf_append(&ci, &sep, 1)))
-                st = pl__buf_append(&ci, p, len);
-            sep = '&';
-        }
-        p = end ? end + 1 : NULL;
-    }
-    if (!st && !strstr(uri, "connect_timeout="))
-        st = pl__buf_append(&ci,
-                            sep == '?' ? "?connect_timeout=30"
-                                       : "&connect_timeout=30",
-                            19);
-    if (!st)
-        st = pl__buf_append(&ci, "", 1);
-    if (!st)
-        st = check_conninfo(s, (const char *)ci.data);
-    if (!st && !(s->schema = pl__strndup(schema, schema_len)))
-        st = PL_ENOMEM;
-    if (!st) {
-        s->conninfo = (char *)ci.data;
-        return PL_OK;
-    }
-    pl__buf_free(&ci);
-    return st ? st : pl__err(PL_ENOMEM, "out of memory");
-}
-
 static int make_statements(pl__pg_store *s)
 {
     const char *n = s->schema;
@@ -848,10 +634,7 @@ int pl__pg_open(pl__pg_store **out, const char *uri,
     s->read_only = opts && opts->read_only;
     s->no_create = opts && opts->no_create;
     PGconn *c = NULL;
-    int st = (s->path = masked(uri)) ? PL_OK
-                                     : pl__err(PL_ENOMEM, "out of memory");
-    if (!st)
-        st = parse_uri(s, uri);
+    int st = pl__pg_uri_parse(s, uri); /* pg_uri.c */
     if (!st)
         st = make_statements(s);
     if (!st)

@@ -4,7 +4,8 @@
  *
  *   | file         | its job                                            |
  *   |--------------|----------------------------------------------------|
- *   | pg_conn.c    | errors, the connection pool, the URI, open/close   |
+ *   | pg_conn.c    | errors, the connection pool, open/close            |
+ *   | pg_uri.c     | the URI: checked, split, its password never shown  |
  *   | pg_setup.c   | the schema: made, upgraded, or found current       |
  *   | pg_fork.c    | the open stores across fork(), the process's id    |
  *   | pg_commit.c  | writing: commits and read-modify-write of a state  |
@@ -191,7 +192,7 @@ enum {
 #define Q_TEXT_FIRST L_ACQUIRE  /* those answering in text, not binary */
 #define Q_TEXT_LAST T_INBOX_READ
 
-/* answer_timeout_ms (pg_conn.c, URI): the default, the most */
+/* answer_timeout_ms (pg_uri.c): the default, the most */
 #define ANSWER_MS_DEFAULT 30000
 #define ANSWER_MS_MAX 86400000
 
@@ -556,6 +557,16 @@ PL__HIDDEN int pl__pg_flow_sql(const pl__pg_store *s, int which, char **out);
  * makes the rate budgets' table and the take function, if they are not
  * there (after pl__pg_lease_ddl()'s). */
 PL__HIDDEN char *pl__pg_flow_ddl(const pl__pg_store *s);
+
+/* ---- the URI (pg_uri.c) ------------------------------------------------- */
+
+/* Read @p uri into @p s: its name for messages (path, the password
+ * "***"), schema, answer_ms and what libpq connects with (conninfo),
+ * each option checked as libpq would before it connects (PL_EINVAL). */
+PL__HIDDEN int pl__pg_uri_parse(pl__pg_store *s,
+                                const char *uri) PL__MUST_CHECK;
+/* libpq's message for @p c, on one line, in @p buf. */
+PL__HIDDEN const char *pl__pg_conn_msg(const PGconn *c, char *buf, size_t n);
 
 /* ---- the schema (pg_setup.c) -------------------------------------------- */
 

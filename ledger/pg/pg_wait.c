@@ -1,6 +1,6 @@
 /*
  * pg_wait.c -- every statement waits for the server's answer with a bound
- * of its own (the URI's answer_timeout_ms, pg_conn.c): a server that
+ * of its own (the URI's answer_timeout_ms, pg_uri.c): a server that
  * accepted the connection and then stopped answering (its processes
  * stopped, a network path that drops packets, a backend stuck) fails the
  * call with PL_ESTORE instead of hanging it.  Connections are in libpq's

@@ -300,6 +300,17 @@ class Secrets(Stores, unittest.TestCase):
             self.assertNotIn(SECRET, out + err, cmd[0])
             self.assertIn("alice:***@127.0.0.1:1", err, cmd[0])
             self.assertIn("password=***", err, cmd[0])
+        # its name percent-encoded (libpq decodes it), sslpassword=, and a
+        # URI libpq refuses, whose message quotes the part it refused
+        for q in ("%%70assword=%s" % SECRET, "sslpassword=%s" % SECRET,
+                  "pass%%77ord=%s%%zz" % SECRET, "password=%s=x" % SECRET):
+            uri = "postgresql://127.0.0.1:1/db?connect_timeout=5&" + q
+            for cmd in ([A.dump, uri], [A.replay, uri, "--prune",
+                                        "--older-than", "1d", "--json"]):
+                rc, out, err = run(*cmd)
+                self.assertIn(rc, (1, 2), (cmd, err))
+                self.assertNotIn(SECRET, out + err, (q, cmd[0]))
+                self.assertIn("=***", out + err, (q, cmd[0]))
         # an MCP endpoint's password, when it cannot be reached
         rc, out, err = self.replay(
             self.new_store(), "--mcp",
