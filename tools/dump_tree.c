@@ -432,11 +432,13 @@ int cmd_run(pl_engine *e, const opts *o)
     rows r = {0};
     int st = read_rows(e, o->run, &r);
     /* a step that cannot be read (damaged) ends the walk: the steps read
-     * before it are shown, and where it stopped said, but for an export,
-     * which --import would take for the whole run, and --follow */
+     * before it are shown (none when it is the first), and where it
+     * stopped said, but for an export, which --import would take for the
+     * whole run, and --follow; a store that fails before any step is read
+     * is no damage */
     char cut[1024] = "";
-    if (st && !r.oom && r.n && !o->follow &&
-        (o->format != FMT_JSONL || filtered(o))) {
+    if (st && !r.oom && (r.n || st == PL_ECORRUPT || st == PL_EVERSION) &&
+        !o->follow && (o->format != FMT_JSONL || filtered(o))) {
         snprintf(cut, sizeof cut, "%s", pl_errmsg());
         st = PL_OK;
     }
@@ -548,9 +550,11 @@ followed:
     frontier_free(&fr);
 done:
     if (cut[0] && !rc) {
-        cli_error("cannot read all of run %s: %s; the steps before it are "
-                  "shown (ledger-dump --verify checks the run)",
-                  QUOTE(o->run), cut);
+        cli_error("cannot read all of run %s: %s; %s (ledger-dump --verify "
+                  "checks the run)",
+                  QUOTE(o->run), cut,
+                  r.n ? "the steps before it are shown"
+                      : "no step before it, its record is shown");
         rc = CLI_EXIT_STORE;
     }
     rows_free(&r);

@@ -403,8 +403,10 @@ void mode_prune(tool *t)
         /* past it: the other runs were chosen (and deleted) all the same */
         cli_error("%s (PL_ECORRUPT): a run whose record cannot be read is "
                   "not deleted (ledger-dump --verify says more); the others "
-                  "were pruned",
-                  pl_errmsg());
+                  "%s",
+                  pl_errmsg(),
+                  t->opt.dry_run ? "were chosen as a prune would choose them"
+                                 : "were pruned");
         worst(t, EXIT_OPEN);
     } else if (st) {
         cli_error("prune stopped: %s (%s); %llu run(s) %s before it",

@@ -488,6 +488,30 @@ class VerifyStatsTest(Base):
         self.assertEqual((rc, out), (2, ""), err)
         shutil.rmtree(bad)
 
+    def test_run_shows_its_record_when_its_first_step_is_damaged(self):
+        """--run on a run whose first step cannot be read shows its record
+        and no step, with where it stopped (in JSON "damaged"): it printed
+        nothing but the error, where damage one step later showed the
+        record and the steps before it."""
+        # step 0:0's payload, {"policy": "human", ...}
+        bad = self.changed_copy("damaged-first", b"\xa6policy\xa5human",
+                                lambda raw, at: raw.__setitem__(at, 0xc1))
+        rc, out, err = dump(bad, "--run", "r-suspended")
+        self.assertEqual(rc, 2, out + err)
+        self.assertIn("run r-suspended\n", out)
+        self.assertIn("  status   suspended\n", out)
+        self.assertEqual(out.split("steps:\n")[1], "", out)
+        self.assertIn("step 0:0", err)
+        self.assertIn("its record is shown", err)
+        rc, out, err = dump(bad, "--run", "r-suspended", "--format", "json")
+        self.assertEqual(rc, 2, out + err)
+        doc = json.loads(out)
+        self.assertEqual((doc["run"]["id"], doc["steps"]), ("r-suspended", []))
+        self.assertIn("step 0:0", doc["damaged"])
+        rc, out, err = dump(bad, "--run", "r-suspended", "--format", "jsonl")
+        self.assertEqual((rc, out), (2, ""), err)
+        shutil.rmtree(bad)
+
     def test_stats_go_past_a_damaged_run_record(self):
         # one run record that cannot be read made --stats refuse the whole
         # store ("cannot read the store's statistics"): the runs are

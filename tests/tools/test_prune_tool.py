@@ -328,9 +328,13 @@ class Prune(unittest.TestCase):
                          ["order-A-1", "order-A-3"], out)
         self.assertIn("run 'order-A-2': its run record does not match", err)
         self.assertNotIn("prune stopped", err)
+        # a dry run deletes nothing, and says so
+        self.assertNotIn("were pruned", err)
+        self.assertIn("were chosen", err)
         rc, out, err = run(REPLAY, self.store, "--prune", "--older-than",
                            "0s")
         self.assertEqual(rc, 2, err)
+        self.assertIn("the others were pruned", err)
         self.assertTrue(out.endswith("2 run(s) deleted, 0 skipped\n"), out)
         self.assertEqual(self.listed(), ([], ["order-A-2"]))
 
