@@ -121,7 +121,8 @@ void cli_hex(char *out, const uint8_t *bytes, size_t len);
 /*
  * A user's string (a run id, a policy name, a path, a server's message) as
  * a message shows it: in double quotes, every control character (newline,
- * tab, escape, C1) and every quote and backslash escaped C-style, and cut
+ * tab, escape, C1), every quote and backslash and every byte that is not
+ * part of well-formed UTF-8 (\xNN, as cli_text()) escaped C-style, and cut
  * after about 64 bytes with "..." and its length, so that it can neither
  * split a one-line message, reach the terminal as a control sequence, nor
  * make a line of kilobytes.  Writes into @p out (at least 16 bytes;

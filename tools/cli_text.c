@@ -46,27 +46,31 @@ const char *cli_quote(char *out, size_t n, const char *s)
     /* room for the closing quote, "...", " (N bytes)" and the NUL */
     size_t limit = n > 40 ? n - 32 : n / 2;
     out[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
         unsigned c = *p;
         char esc[8];
         size_t used = cli_control_escape(esc, (const char *)p);
-        if (used)
-            p += used - 1;
-        else if (c == '"' || c == '\\')
+        size_t k = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        if (k > len - (size_t)((const char *)p - s))
+            k = len - (size_t)((const char *)p - s);
+        if (used) {
+            k = used;
+        } else if (c == '"' || c == '\\') {
             snprintf(esc, sizeof esc, "\\%c", c);
-        else {
-            esc[0] = (char)c;
-            esc[1] = '\0';
+        } else if (c < 0x80 || cli_utf8_bad((const char *)p, k) == k) {
+            memcpy(esc, p, k); /* one character, never cut */
+            esc[k] = '\0';
+        } else { /* a byte that is not part of well-formed UTF-8 */
+            snprintf(esc, sizeof esc, "\\x%02x", c);
+            k = 1;
         }
         size_t el = strlen(esc);
-        /* never cut inside a UTF-8 sequence: its (at most 3) continuation
-         * bytes may go past the limit, a run of stray ones no further */
-        bool lead = c < 0x80 || c >= 0xc0;
-        if (o + el > limit + (lead ? 0 : 3))
+        if (o + el > limit)
             break;
         memcpy(out + o, esc, el);
         o += el;
-        shown = (size_t)((const char *)p - s) + 1;
+        p += k;
+        shown = (size_t)((const char *)p - s);
     }
     out[o++] = '"';
     out[o] = '\0';

@@ -272,6 +272,8 @@ static void usage(FILE *f)
         "     read-only): the run is left to continue; or the output cannot "
         "be\n"
         "     written (a full disk)\n"
+        "  3  --wake: the due runs were woken, but a schedule failed to "
+        "fire\n"
         "  4  a run ended suspended or waiting (none failed)\n"
         "  5  a run failed or was cancelled, or (--check) diverged or needs a "
         "version the\n"
@@ -598,6 +600,10 @@ static int parse_args(options *o, int argc, char **argv)
         return EXIT_USAGE;
     if (!o->store) {
         cli_error("no store given (see --help)");
+        return EXIT_USAGE;
+    }
+    if (!*o->store) {
+        cli_error("the store path is empty");
         return EXIT_USAGE;
     }
     bool sched = o->mode == MODE_SCHED_PUT || o->mode == MODE_SCHED_DELETE;

@@ -140,6 +140,10 @@ static int parse_args(args *a, int argc, char **argv)
         cli_error("no store given (see --help)");
         return CLI_EXIT_USAGE;
     }
+    if (!*a->store) {
+        cli_error("the store path is empty");
+        return CLI_EXIT_USAGE;
+    }
     return 0;
 }
 

@@ -730,9 +730,10 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         }
     }
     if (x.pending) {
-        st = refuse(x.pending_name,
-                    "a derived step that no step folds (the export is "
-                    "truncated)");
+        st = pl__err(PL_ECORRUPT,
+                     "step %s: a derived step that no step folds: the "
+                     "export is truncated",
+                     x.pending_name);
         goto done;
     }
     if ((int64_t)x.recs.n != x.records || (int64_t)x.inbox.n != x.inbox_n) {

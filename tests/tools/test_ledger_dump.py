@@ -983,6 +983,20 @@ class HostileTest(unittest.TestCase):
                       out)
         self.inert(self.raw("--verify"), "--verify")
 
+    def test_an_argument_quoted_in_a_message_is_inert(self):
+        """An argument a message quotes, holding a byte that is not part of
+        well-formed UTF-8 (0x9b, an 8-bit terminal's CSI), shows it as
+        \\x9b, as the store's strings are shown: it went through raw; a
+        well-formed character goes through as it is."""
+        p = subprocess.run([DUMP, self.store, "--since", b"\x9b31m\xe2\x82"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(b'"\\x9b31m\\xe2\\x82"', p.stderr)
+        self.assertNotIn(b"\x9b", p.stderr)
+        p = subprocess.run([DUMP, self.store, "--since", "h\u00e9\u20ac"],
+                           capture_output=True, timeout=60)
+        self.assertIn('"h\u00e9\u20ac"'.encode(), p.stderr)
+
     def test_json_escapes_del_and_c1_too(self):
         # the run list, a line a run, and a run as one document (indented
         # with tabs and line feeds, the only control bytes it holds raw)

@@ -127,6 +127,25 @@ class Help(unittest.TestCase):
                "ledger-web": ["tools/web_main.c"],
                "pl-bench": ["bench/bench.c"]}
 
+    def test_an_empty_store_path_is_bad_usage(self):
+        """An empty store path is bad usage (exit 1) in every tool:
+        ledger-replay and ledger-web gave exit 2 and the engine's message,
+        ledger-dump exit 1."""
+        for cmd in ([A.dump, ""], [A.replay, "", "--check"],
+                    [A.web, "", "--listen", "127.0.0.1:0"]):
+            rc, _, err = run(*cmd)
+            self.assertEqual(rc, 1, (cmd[0], err))
+            self.assertIn("the store path is empty", err, cmd[0])
+
+    def test_replays_help_lists_every_exit_status(self):
+        """docs/tools.md's exit statuses of ledger-replay, 3 (--wake, a
+        schedule failed) among them, are in its --help too."""
+        rc, text, _ = run(A.replay, "--help")
+        self.assertEqual(rc, 0)
+        codes = re.findall(r"^  ([0-9])  ", text.split("Exit status:")[1],
+                           re.M)
+        self.assertEqual(codes, ["0", "1", "2", "3", "4", "5"], text)
+
     def test_help_fits_a_terminal(self):
         """--help's lines are at most 80 columns (pl-bench's ran to 91,
         ledger-replay's to 91)."""
