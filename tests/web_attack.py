@@ -245,14 +245,15 @@ def posts(s, check):
                       body=b'{"reason": "\\\\u0000 is text"}')
     check(st == 409, "an escaped backslash before u0000 is text: 409 (%s %s)"
           % (st, out[:200]))
-    # an answer is UTF-8, whatever the request held
+    # an answer is UTF-8, whatever the request held: a byte that is not
+    # UTF-8 quoted in its message as \xff (cli_quote())
     for path in ["/api/runs/order-1/%ff", "/api/batch/%ff%fe"]:
         st, _, out = post(s, path)
         try:
             out.decode("utf-8")
         except UnicodeDecodeError:
             out = b"not UTF-8: " + out
-        check(st == 404 and b"\xef\xbf\xbd" in out,
+        check(st == 404 and b"\\\\xff" in out,
               "POST %s: 404 in UTF-8 (%s %s)" % (path, st, out[:200]))
     # a name quoted in a message: a run of bytes that continue a UTF-8
     # sequence none began was copied past the quote's buffer (cli_quote(),
