@@ -50,7 +50,8 @@
  *
  *   pg/              the store on PostgreSQL, for a postgresql:// path
  *                    (pg_store.h; built with PL_WITH_POSTGRESQL)
- *     pg_conn.c      connections, the URI, open (pg_int.h)
+ *     pg_conn.c      connections, open (pg_int.h)
+ *     pg_uri.c       the URI: checked, split, its password never shown
  *     pg_setup.c     the schema: made, upgraded, or found current in one read
  *     pg_commit.c    a commit: one transaction, one round trip
  *     pg_one.c       the statement of one run's write in a commit
