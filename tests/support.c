@@ -4,9 +4,13 @@
 #define _XOPEN_SOURCE 700
 #include "support.h"
 
+#include "internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,58 @@ void t_expect_killed(int pid, const char *when)
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
               "the child should have died of SIGKILL %s, but exited with %d",
               when, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+typedef struct probe {
+    pl__store *store;
+    atomic_bool done;
+    int st;
+} probe;
+
+/* A write transaction that writes nothing: the renewal of a lease that
+ * does not exist. */
+static void *probe_write(void *arg)
+{
+    probe *p = arg;
+    uint64_t run = UINT64_MAX, gen = 1;
+    bool lost = false;
+    p->st = pl__store_lease_renew(p->store, &run, &gen, 1, 1000000, &lost);
+    atomic_store(&p->done, true);
+    return NULL;
+}
+
+void t_stop_outside_writes(int pid, pl_engine *e)
+{
+    for (int tries = 0;; tries++) {
+        cr_assert_lt(tries, 50, "pid %d was always stopped in a write", pid);
+        int status = 0;
+        kill(pid, SIGSTOP);
+        cr_assert_eq(waitpid(pid, &status, WUNTRACED), pid);
+        cr_assert(WIFSTOPPED(status), "pid %d ended before its stop", pid);
+        probe p = {.store = e->store};
+        atomic_init(&p.done, false);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, probe_write, &p), 0);
+        for (int ms = 0; !atomic_load(&p.done) && ms < 3000; ms += 10)
+            nap_ms(10);
+        bool held = !atomic_load(&p.done);
+        if (held)
+            kill(pid, SIGCONT);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+        cr_assert_eq(p.st, PL_OK, "%s", pl_errmsg());
+        if (!held)
+            return;
+        /* a write of its that waited for the probe's goes first; a nap
+         * out of step with its renewer's period */
+        nap_ms(100 + tries * 37 % 100);
+    }
 }
 
 void t_cleanup(void)

@@ -114,6 +114,13 @@ void t_rmtree(const char *path);
 /* Wait for the forked child @p pid and assert that it died of SIGKILL;
  * the failure says @p when (where it should have died) and how it ended. */
 void t_expect_killed(int pid, const char *when);
+/* Stop the forked child @p pid (SIGSTOP) outside every write of its to
+ * @p e's store: stopped inside one (its lease renewer writes every third
+ * of a lease), it would hold the store's writers, the test's too, for as
+ * long as it stays stopped.  A write of the test's in a thread shows it:
+ * one not done in 3 s lets @p pid go on a moment, and it is stopped again.
+ * @p pid must not finish meanwhile (wait in a gate). */
+void t_stop_outside_writes(int pid, pl_engine *e);
 
 /* A worker (pl_worker_run(), polling every 10 ms) on a thread of the
  * test's process: t_worker_start() starts it with @p concurrency threads;

@@ -662,12 +662,14 @@ static void count_lease_lost(const pl_event *ev, void *user)
 
 /*
  * Run @p policy ({} or @p payload) as "contested" in a child process on
- * host-a, and stop it (SIGSTOP) once it is in the gate: its pid; its
+ * host-a, and stop it (SIGSTOP) once it is in the gate, outside its writes
+ * (else @p e, the test's engine, could not write): its pid; its
  * pl_run_start()'s status, lease-lost events and message come down
  * @p fds[0] (stalled_says()).
  */
-static pid_t stall_in_gate(const char *path, const pl_registry *reg,
-                           const char *policy, const char *payload, int *fds)
+static pid_t stall_in_gate(pl_engine *e, const char *path,
+                           const pl_registry *reg, const char *policy,
+                           const char *payload, int *fds)
 {
     w_touch("block");
     cr_assert_eq(pipe(fds), 0);
@@ -699,7 +701,7 @@ static pid_t stall_in_gate(const char *path, const pl_registry *reg,
     }
     close(fds[1]);
     w_await("in");
-    kill(kid, SIGSTOP);
+    t_stop_outside_writes(kid, e);
     w_remove("block"); /* this host's gate must not wait */
     return kid;
 }
@@ -760,10 +762,9 @@ Test(workers, a_stalled_worker_is_fenced_off)
 {
     const char *path = w_store();
     pl_registry *reg = w_registry();
-    pl_engine_close(w_engine(path, reg, "host-a"));
-    int fds[2];
-    pid_t kid = stall_in_gate(path, reg, "fenced", "{}", fds);
     pl_engine *e = w_engine(path, reg, "host-b");
+    int fds[2];
+    pid_t kid = stall_in_gate(e, path, reg, "fenced", "{}", fds);
     /* wait for the stalled worker's lease to expire, then take the run */
     continue_when_free(e, "contested");
     pl_run_info *before = NULL;
@@ -797,7 +798,7 @@ Test(workers, a_stalled_fan_out_branch_is_fenced_off)
     pl_registry *reg = w_registry();
     pl_engine *e = w_engine(path, reg, "host-b");
     int fds[2];
-    pid_t kid = stall_in_gate(path, reg, "fanned", "{\"fan_gate\": 1}", fds);
+    pid_t kid = stall_in_gate(e, path, reg, "fanned", "{\"fan_gate\": 1}", fds);
     pl__lease l;
     bool taken = false;
     for (int ms = 0; !taken; ms += 20) {
