@@ -9,7 +9,9 @@
  * in nested objects, after escaped quotes and backslashes; "\\u0000" (an
  * escaped backslash and the text u0000) taken as the text it is; NULL
  * arguments; cJSON's allocations failing (PL_ENOMEM, never "not JSON"),
- * and text close to JSON that cJSON refuses (PL_EJSON, never PL_ENOMEM).
+ * and text close to JSON that cJSON refuses (PL_EJSON, never PL_ENOMEM);
+ * an object with a name twice (escaped alike or not, among few or many
+ * names), refused by its pointer.
  */
 #include "support.h"
 
@@ -84,6 +86,36 @@ Test(json_parse, a_key_holding_u0000_is_refused)
             "a key of the object at '' holds \\u0000 (at byte 14)");
     refused("{\"a\": [{\"k\\u0000\": 1}]}", 0,
             "a key of the object at '/a/0' holds");
+}
+
+Test(json_parse, an_object_with_a_name_twice_is_refused_by_its_pointer)
+{
+    /* cJSON reads the first "amount", JavaScript and Python the last */
+    refused("{\"amount\": 1, \"to\": \"a\", \"amount\": 1000}", 0,
+            "the object at '' has the name 'amount' twice");
+    refused("{\"a\": [0, {\"x\": 1, \"x\": 2}]}", 0,
+            "the object at '/a/1' has the name 'x' twice");
+    /* the same name escaped another way is the same name */
+    refused("{\"k/~\": {\"b\": 1, \"\\u0062\": 2}}", 0,
+            "the object at '/k~1~0' has the name 'b' twice");
+    /* past 16 names they are sorted: the pair is found where it is */
+    char big[2048] = "{";
+    for (int i = 0; i < 40; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "\"n%d\": %d, ",
+                 i, i);
+    char distinct[2048];
+    snprintf(distinct, sizeof distinct, "%.*s}", (int)strlen(big) - 2, big);
+    snprintf(big + strlen(big), sizeof big - strlen(big), "\"n7\": 0}");
+    refused(big, 0, "the object at '' has the name 'n7' twice");
+    /* distinct names, and the same name in two objects, are taken */
+    const char *ok[] = {distinct, "[{\"a\": 1}, {\"a\": 2}]",
+                        "{\"a\": {\"a\": {\"a\": 1}}}", "{\"a\": 1, \"A\": 2}"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        cJSON *v = NULL;
+        cr_expect_eq(pl_json_parse(&v, ok[i], strlen(ok[i])), PL_OK, "%s: %s",
+                     ok[i], pl_errmsg());
+        cJSON_Delete(v);
+    }
 }
 
 Test(json_parse, a_raw_nul_byte_in_a_string_is_refused)

@@ -10,6 +10,11 @@
  * then, only when it holds a NUL byte or a backslash, scanned once for
  * such a string; the first one is refused, named by its JSON pointer.
  * Nothing may follow the value but white space.
+ *
+ * RFC 8259 leaves an object whose names repeat to the reader: cJSON reads
+ * the first of them, most others (JavaScript, Python, jq) the last, so the
+ * text that passed a check here could mean another thing to the system
+ * that wrote it.  Such an object is refused too, named by its pointer.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,19 +56,21 @@ typedef struct frame {
     size_t key, n; /* an object's last key, as written in the text */
 } frame;
 
-/* Append the pointer token of @p f to @p path (JSON Pointer: '~' is "~0",
- * '/' is "~1"; the key is as the text writes it, a control byte as '?'). */
-static void token(char *path, size_t cap, const char *text, const frame *f)
+/* Append @p n bytes of @p key (NULL: the item @p index) to the JSON
+ * pointer @p path as a token ('~' is "~0", '/' is "~1", a control byte
+ * '?'), cut at @p cap. */
+static void pointer_add(char *path, size_t cap, const char *key, size_t n,
+                        long index)
 {
     size_t at = strlen(path);
-    if (f->array) {
-        snprintf(path + at, cap - at, "/%ld", f->index);
+    if (!key) {
+        snprintf(path + at, cap - at, "/%ld", index);
         return;
     }
     if (at + 1 < cap)
         path[at++] = '/';
-    for (size_t k = 0; k < f->n && at + 2 < cap; k++) {
-        unsigned char c = (unsigned char)text[f->key + k];
+    for (size_t k = 0; k < n && at + 2 < cap; k++) {
+        unsigned char c = (unsigned char)key[k];
         if (c == '~' || c == '/') {
             path[at++] = '~';
             path[at++] = c == '~' ? '0' : '1';
@@ -72,6 +79,13 @@ static void token(char *path, size_t cap, const char *text, const frame *f)
         }
     }
     path[at] = '\0';
+}
+
+/* Append the pointer token of @p f to @p path (the key as the text writes
+ * it). */
+static void token(char *path, size_t cap, const char *text, const frame *f)
+{
+    pointer_add(path, cap, f->array ? NULL : text + f->key, f->n, f->index);
 }
 
 /* The first string of @p text (valid JSON) holding a NUL: PL_EJSON naming
@@ -131,6 +145,71 @@ static int refuse_nul(const char *text, size_t len)
         }
     }
     free(st);
+    return PL_OK;
+}
+
+/* ---- a name twice -------------------------------------------------------- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first name two members of object @p o share, in *twice (NULL: none).
+ * A few members are compared pair by pair; more, their names sorted. */
+static int name_twice(const cJSON *o, const char **twice)
+{
+    *twice = NULL;
+    int n = cJSON_GetArraySize(o);
+    if (n <= 16) {
+        for (const cJSON *a = o->child; a && !*twice; a = a->next)
+            for (const cJSON *b = a->next; b && !*twice; b = b->next)
+                if (!strcmp(a->string, b->string))
+                    *twice = a->string;
+        return PL_OK;
+    }
+    const char **names = malloc(sizeof *names * (size_t)n);
+    if (!names)
+        return pl_errorf(PL_ENOMEM, "out of memory");
+    int k = 0;
+    for (const cJSON *a = o->child; a; a = a->next)
+        names[k++] = a->string;
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (k = 1; k < n && !*twice; k++)
+        if (!strcmp(names[k - 1], names[k]))
+            *twice = names[k];
+    free(names);
+    return PL_OK;
+}
+
+/* PL_EJSON naming the first object in @p v (at pointer @p path, of
+ * @p cap bytes) with a name twice; PL_OK when none has. */
+static int refuse_twice(const cJSON *v, char *path, size_t cap)
+{
+    if (cJSON_IsObject(v)) {
+        const char *twice;
+        int st = name_twice(v, &twice);
+        if (st)
+            return st;
+        if (twice) {
+            char name[64] = "";
+            pointer_add(name, sizeof name, twice, strlen(twice), 0);
+            return pl_errorf(PL_EJSON,
+                             "the object at '%s' has the name '%s' twice: "
+                             "readers differ on which one counts",
+                             path, name + 1);
+        }
+    }
+    size_t at = strlen(path);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        const char *key = cJSON_IsObject(v) ? c->string : NULL;
+        pointer_add(path, cap, key, key ? strlen(key) : 0, i);
+        int st = refuse_twice(c, path, cap);
+        if (st)
+            return st;
+        path[at] = '\0';
+    }
     return PL_OK;
 }
 
@@ -319,6 +398,12 @@ int pl_json_parse(cJSON **out, const char *text, size_t len)
             cJSON_Delete(v);
             return st;
         }
+    }
+    char path[256] = "";
+    int st = refuse_twice(v, path, sizeof path);
+    if (st) {
+        cJSON_Delete(v);
+        return st;
     }
     *out = v;
     return PL_OK;

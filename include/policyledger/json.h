@@ -170,15 +170,17 @@ char *pl_json_print(const cJSON *json, bool formatted);
  * byte) would end there, the rest of it lost, and the value read as if
  * whole.  Such a string is refused, the message naming it by its JSON
  * pointer ('/choices/0/message/content') and its byte; so is a key
- * holding one.  Nothing may follow the value but white space.  The
+ * holding one.  So is an object with a name twice (cJSON reads the first,
+ * most readers the last), named by its pointer too.  Nothing may follow
+ * the value but white space.  The
  * library reads every JSON text that comes from outside with it: models'
  * answers, MCP servers' messages, imported runs, the tools' payloads,
  * ledger-web's request bodies.
  * @param[out] out  the value; caller owns, free with cJSON_Delete().  NULL
  *                  on failure.
  * @param[in] text  @p len bytes, which need not end in a NUL
- * @return PL_OK; PL_EJSON (not one JSON value, or a string or key holding
- *         a NUL: the message says which and where, without a prefix, for
+ * @return PL_OK; PL_EJSON (not one JSON value, a string or key holding
+ *         a NUL, or a name twice: the message says which and where, without a prefix, for
  *         the caller to add what the text was); PL_ENOMEM (cJSON's
  *         allocations too: JSON text cJSON could not read for want of
  *         memory is never PL_EJSON); PL_EINVAL (a NULL argument).
