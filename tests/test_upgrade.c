@@ -12,13 +12,16 @@
  * its lease free), and a child killed (SIGKILL) at a random instant of an
  * upgrade, many times: the old run is untouched or superseded with its
  * successor whole, never half; what was delivered to the old run and not
- * consumed, also during the upgrade, goes to the successor.  On both
- * stores (pg_test_upgrade).
+ * consumed, also during the upgrade, goes to the successor; a copy that
+ * outlasts a lease (an upgrade's, an import's) keeps its leases from a
+ * worker polling meanwhile.  On both stores (pg_test_upgrade).
  */
 #include "support.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,32 @@ int __wrap_pl__store_inbox_read(void *s, uint64_t run, void *out)
         cJSON_Delete(late);
     }
     return st;
+}
+
+/* The copy's steps rechained as the library calls it (linked with
+ * -Wl,--wrap=pl__rechain_step too, its types passed through untouched).
+ * With g_copy_ms set, the first of a run other than g_copy_not (an
+ * import's source, whose steps it checks first) waits that long, once: a
+ * copy that lasts longer than the leases it holds. */
+static atomic_int g_copy_ms;
+static uint64_t g_copy_not;
+
+int __real_pl__rechain_step(void *w, uint64_t num, const uint8_t *key,
+                            size_t klen, const uint8_t *val, size_t vlen,
+                            void *out, uint8_t *hash);
+int __wrap_pl__rechain_step(void *w, uint64_t num, const uint8_t *key,
+                            size_t klen, const uint8_t *val, size_t vlen,
+                            void *out, uint8_t *hash);
+
+int __wrap_pl__rechain_step(void *w, uint64_t num, const uint8_t *key,
+                            size_t klen, const uint8_t *val, size_t vlen,
+                            void *out, uint8_t *hash)
+{
+    int ms = num != g_copy_not ? atomic_exchange(&g_copy_ms, 0) : 0;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (ms && nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+    return __real_pl__rechain_step(w, num, key, klen, val, vlen, out, hash);
 }
 
 static int pay(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -462,6 +491,93 @@ static int check_after_kill(pl_engine *e, const char *old, const char *succ)
     cr_assert_eq(pl_run_verify(e, old), PL_OK, "%s", pl_errmsg());
     pl_run_info_free(ri);
     return outcome;
+}
+
+/* Wait until run @p id of @p e is suspended (a worker ran it to its
+ * question). */
+static void await_suspended(pl_engine *e, const char *id)
+{
+    for (int ms = 0; status_of(e, id) != PL_RUN_SUSPENDED; ms += 10) {
+        cr_assert_lt(ms, 60000, "%s: the worker never ran it", id);
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* An engine whose leases last 200 ms, with run "o1" at its question. */
+static pl_engine *waiting_on_short_leases(const pl_registry *reg)
+{
+    pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
+    eo.durability = PL_DURABILITY_SYNC;
+    eo.lease_ms = 200;
+    pl_engine *e = NULL;
+    cr_assert_eq(pl_engine_open(&e, t_store_path(), reg, &eo), PL_OK, "%s",
+                 pl_errmsg());
+    start_waiting(e, "o1");
+    return e;
+}
+
+/*
+ * A copy that lasts longer than a lease (1 s against 200 ms) keeps both
+ * leases it holds, renewed as an executing run's are: a worker of the
+ * same store polling meanwhile takes neither the old run nor the new, and
+ * the upgrade completes; the worker then takes the successor, handed to
+ * the queue, and runs it to its question.
+ */
+Test(upgrade, a_copy_longer_than_a_lease_keeps_its_leases)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = waiting_on_short_leases(reg);
+    t_worker w;
+    t_worker_start(&w, e, 1);
+    atomic_store(&g_copy_ms, 1000);
+    char *nid = NULL;
+    cr_assert_eq(pl_run_upgrade(&nid, e, "o1", "0:2", "o1-v2"), PL_OK, "%s",
+                 pl_errmsg());
+    free(nid);
+    cr_assert_eq(atomic_load(&g_copy_ms), 0, "the copy did not wait");
+    await_suspended(e, "o1-v2");
+    t_worker_stop(&w);
+    cr_expect_eq(status_of(e, "o1"), PL_RUN_SUPERSEDED);
+    cr_expect_eq(g_pays, 1, "the copied payment ran again");
+    cr_expect_eq(pl_run_verify(e, "o1"), PL_OK, "%s", pl_errmsg());
+    cr_expect_eq(pl_run_verify(e, "o1-v2"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
+}
+
+/* The same for an import of a running run (a fork's, exported), whose
+ * copy is made under the lease of its new run. */
+Test(upgrade, an_import_longer_than_a_lease_keeps_its_lease)
+{
+    pl_registry *reg = registry();
+    pl_engine *e = waiting_on_short_leases(reg);
+    char *id = NULL, *text = NULL;
+    cr_assert_eq(pl_run_fork(&id, e, "o1", "0:2", "f1"), PL_OK, "%s",
+                 pl_errmsg());
+    free(id);
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_eq(pl_run_export(e, "f1", f), PL_OK, "%s", pl_errmsg());
+    fclose(f);
+    const char *number = strstr(text, "\"run_number\":");
+    cr_assert_not_null(number, "%s", text);
+    g_copy_not = strtoull(number + strlen("\"run_number\":"), NULL, 10);
+    t_worker w;
+    t_worker_start(&w, e, 1);
+    atomic_store(&g_copy_ms, 1000);
+    f = fmemopen(text, len, "r");
+    cr_assert_eq(pl_run_import(&id, e, f, "f1-copy"), PL_OK, "%s", pl_errmsg());
+    fclose(f);
+    free(id);
+    free(text);
+    cr_assert_eq(atomic_load(&g_copy_ms), 0, "the copy did not wait");
+    await_suspended(e, "f1-copy");
+    await_suspended(e, "f1");
+    t_worker_stop(&w);
+    cr_expect_eq(pl_run_verify(e, "f1-copy"), PL_OK, "%s", pl_errmsg());
+    pl_engine_close(e);
+    pl_registry_free(reg);
 }
 
 Test(upgrade, a_kill_at_any_instant_leaves_old_or_both_never_half,

@@ -19,7 +19,9 @@
  * with the code loaded now.
  *
  * The new run is created with its lease, held here until the run is whole
- * (the second commit is fenced by it), then handed to the queue: a worker
+ * (the second commit is fenced by it) and renewed meanwhile as an
+ * executing run's is, however long the copy takes, then handed to the
+ * queue: a worker
  * of any process that has the root policy takes it, as it takes a run
  * whose owner is gone, also when this process has no such policy and
  * cannot continue it itself.  Without a lease no worker would ever take
@@ -33,7 +35,8 @@
  * replaces its run under the key, and a fork is the same work again.
  *
  * pl_run_upgrade is a fork that replaces its run: it holds the old run's
- * lease from before it reads the run, and its second commit also ends the
+ * lease (renewed too) from before it reads the run, and its second commit
+ * also ends the
  * old run `superseded`, naming the new run ("succ" in its state), whose
  * state names it back ("pred"), and drops the lease, fenced by its
  * generation.  One transaction (a store commit of the two batches, never
@@ -304,6 +307,10 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     bool *answered = NULL;
     pl__rechain w = {0};
     char *reason = NULL, *id_copy = NULL;
+    /* the leases this engine renews meanwhile: the old run's (an
+     * upgrade's) and the new run's */
+    atomic_bool lost_old = false, lost_new = false;
+    bool kept_old = false, kept_new = false;
 
     if ((st = pl__store_settle(e->store)) ||
         (st = pl__store_run_find(e->store, run_id, &num, &info))) {
@@ -337,7 +344,10 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     if ((upgrade && (st = upgradable(run_id, &rs))) ||
-        (st = root_answers(e, num, at, run_id, &answered)))
+        (upgrade && (st = pl__run_keep_lease(e, num, run_id, gen, &lost_old))))
+        goto done;
+    kept_old = upgrade;
+    if ((st = root_answers(e, num, at, run_id, &answered)))
         goto done;
     collect cc = {at, answered, &old, 0};
     if ((st = pl__store_each_step(e->store, num, collect_step, &cc)) ||
@@ -389,6 +399,9 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         goto done;
     }
     new_num = create.run;
+    if ((st = pl__run_keep_lease(e, new_num, new_id, 1, &lost_new)))
+        goto done;
+    kept_new = true;
 
     if ((st = pl__rechain_init(&w, new_id)))
         goto done;
@@ -436,10 +449,16 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
     if (upgrade)
         inbox_late(e, num, run_id, new_num, new_id, moved_to);
     /* to the queue, first in it: a worker with the root policy takes it */
+    pl__engine_release(e, new_num);
+    kept_new = false;
     pl__run_hand_back(e, new_num, 1, PL__HAND_BACK_US);
     *out_new_id = id_copy;
     id_copy = NULL;
 done:
+    if (kept_new)
+        pl__engine_release(e, new_num);
+    if (kept_old)
+        pl__engine_release(e, num);
     if (gen && pl__store_lease_release(e->store, num, gen)) {
         /* it expires on its own */
     }

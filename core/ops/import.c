@@ -679,6 +679,8 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     pl__run_state rs = {0};
     pl__rechain w = {0};
     pl__batch create = {0}, fill = {0};
+    atomic_bool lost = false; /* the new run's lease, renewed till whole */
+    bool kept = false;
     pl__kvs inbox = {0};
     pl__buf new_info = {0};
     cJSON *o = NULL;
@@ -781,8 +783,8 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         goto done;
     create.create_id = id;
     create.create_info = &new_info;
-    /* a queued or a running run: its lease, held here until it is whole,
-     * then handed to the queue, so that a worker with its root policy
+    /* a queued or a running run: its lease, held here (and renewed) until
+     * it is whole, then handed to the queue, so that a worker with its root policy
      * takes it (a crash between leaves it to expire, and the run
      * `failed`); without one no worker would ever take a running run */
     bool queued = rs.status == PL_RUN_SUBMITTED || rs.status == PL_RUN_RUNNING;
@@ -798,7 +800,9 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
                  : pl__tomb_taken(id, &t);
         goto done;
     }
-    if ((st = pl__rechain_init(&w, id)))
+    if (queued && !(st = pl__run_keep_lease(e, create.run, id, 1, &lost)))
+        kept = true;
+    if (st || (st = pl__rechain_init(&w, id)))
         goto done;
     for (size_t i = 0; !st && i < x.recs.n; i++) {
         uint8_t h[PL_HASH_LEN];
@@ -847,11 +851,16 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
     if ((st = pl__run_state_encode(&fill.state, id, &rs)) ||
         (st = pl__engine_commit(e, &fill)))
         goto done;
-    if (queued)
+    if (queued) {
+        pl__engine_release(e, create.run);
+        kept = false;
         pl__run_hand_back(e, create.run, 1, PL__HAND_BACK_US);
+    }
     *out_run_id = id_copy;
     id_copy = NULL;
 done:
+    if (kept)
+        pl__engine_release(e, create.run);
     if (st && !strstr(pl_errmsg(), "pl_run_import"))
         st = pl__err(st, "pl_run_import: %s", pl_errmsg());
     cJSON_Delete(o);

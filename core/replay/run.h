@@ -128,6 +128,15 @@ PL__HIDDEN int pl__run_continue_woken(pl_outcome **out, pl_engine *e,
 PL__HIDDEN int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
                                   uint64_t *gen, bool *had) PL__MUST_CHECK;
 
+/* Have the engine renew run @p num's (@p id) lease of generation @p gen,
+ * which it does not execute, until pl__engine_release(): copying a run of
+ * many steps (a fork, an import) may outlast a lease, and a worker that
+ * took the lease meanwhile would have the commit that ends the copy
+ * refused; *@p lost is set when a renewal finds it taken (runner.c). */
+PL__HIDDEN int pl__run_keep_lease(pl_engine *e, uint64_t num, const char *id,
+                                  uint64_t gen,
+                                  atomic_bool *lost) PL__MUST_CHECK;
+
 /* Hand run @p num's lease @p gen back to the queue: held @p hold_us more
  * (PL__HAND_BACK_US: expired, first in the queue), unless another has
  * taken it over; a failure leaves it to expire (runner.c). */

@@ -565,6 +565,16 @@ int pl__run_take_lease(pl_engine *e, uint64_t num, const char *id,
     return take_lease(e, num, id, false, gen, had);
 }
 
+/* Renew a lease this engine holds for a copy (run.h). */
+int pl__run_keep_lease(pl_engine *e, uint64_t num, const char *id, uint64_t gen,
+                       atomic_bool *lost)
+{
+    int st = pl__engine_claim(e, num, id);
+    if (!st && (st = pl__engine_lease(e, num, gen, lost)))
+        pl__engine_release(e, num);
+    return st;
+}
+
 /* Drop a lease taken for an execution that did not start, keeping the
  * message of why it did not. */
 static void drop_lease(pl_engine *e, uint64_t num, uint64_t gen)
