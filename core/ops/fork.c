@@ -18,32 +18,30 @@
  * Continuing it (pl_run_continue()) replays the copied steps and goes on
  * with the code loaded now.
  *
- * The new run is created with its lease, held here until the run is whole
- * (the second commit is fenced by it) and renewed meanwhile as an
- * executing run's is, however long the copy takes, then handed to the
- * queue: a worker
- * of any process that has the root policy takes it, as it takes a run
- * whose owner is gone, also when this process has no such policy and
- * cannot continue it itself.  Without a lease no worker would ever take
- * it.  A crash between the commits leaves the lease to run out and the
- * run `failed`, which a worker's take leaves as it is; a crash after the
- * second leaves the run to be taken once the lease has run out.  The
- * lease is made with the old run's concurrency key and limit, as the
- * store finds them in the creating commit (pl__batch.flow_from: the old
- * run's lease, or the key it keeps parked in a wait), so a worker takes
- * the new run only while the key has room: an upgrade's successor
- * replaces its run under the key, and a fork is the same work again.
+ * The new run is created with its lease, held here until the run is whole (the
+ * second commit is fenced by it) and renewed meanwhile as an executing run's
+ * is, however long the copy takes, then handed to the queue: a worker of any
+ * process that has the root policy takes it, as it takes a run whose owner is
+ * gone, also when this process has no such policy and cannot continue it
+ * itself.  Without a lease no worker would ever take it.  A crash between the
+ * commits leaves the lease to run out and the run `failed`, which a worker's
+ * take leaves as it is; a crash after the second leaves the run to be taken
+ * once the lease has run out.  The lease is made with the old run's concurrency
+ * key and limit, as the store finds them in the creating commit
+ * (pl__batch.flow_from: the old run's lease, or the key it keeps parked in a
+ * wait), so a worker takes the new run only while the key has room: an
+ * upgrade's successor replaces its run under the key, and a fork is the same
+ * work again.
  *
- * pl_run_upgrade is a fork that replaces its run: it holds the old run's
- * lease (renewed too) from before it reads the run, and its second commit
- * also ends the
- * old run `superseded`, naming the new run ("succ" in its state), whose
+ * pl_run_upgrade is a fork that replaces its run: it holds the old run's lease
+ * (renewed too) from before it reads the run, and its second commit also ends
+ * the old run `superseded`, naming the new run ("succ" in its state), whose
  * state names it back ("pred"), and drops the lease, fenced by its
- * generation.  One transaction (a store commit of the two batches, never
- * a group commit that could retry them apart), so a crash leaves the old
- * run as it was or superseded with its successor whole.  A crash between
- * the two commits leaves the new run `failed` ("upgrade ... did not
- * complete") and the old one untouched.
+ * generation.  One transaction (a store commit of the two batches, never a
+ * group commit that could retry them apart), so a crash leaves the old run as
+ * it was or superseded with its successor whole.  A crash between the two
+ * commits leaves the new run `failed` ("upgrade ... did not complete") and the
+ * old one untouched.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -783,10 +783,10 @@ int pl_run_import(char **out_run_id, pl_engine *e, FILE *in, const char *new_id)
         goto done;
     create.create_id = id;
     create.create_info = &new_info;
-    /* a queued or a running run: its lease, held here (and renewed) until
-     * it is whole, then handed to the queue, so that a worker with its root policy
-     * takes it (a crash between leaves it to expire, and the run
-     * `failed`); without one no worker would ever take a running run */
+    /* a queued or a running run: its lease, held here (and renewed) until it is
+     * whole, then handed to the queue, so that a worker with its root policy
+     * takes it (a crash between leaves it to expire, and the run `failed`);
+     * without one no worker would ever take a running run */
     bool queued = rs.status == PL_RUN_SUBMITTED || rs.status == PL_RUN_RUNNING;
     create.lease_owner = queued ? e->worker : NULL;
     create.lease_us = e->lease_us;
