@@ -341,11 +341,22 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
                      upgrade ? "upgrade" : "fork");
         goto done;
     }
-    if ((upgrade && (st = upgradable(run_id, &rs))) ||
-        (upgrade && (st = pl__run_keep_lease(e, num, run_id, gen, &lost_old))))
+    if (upgrade && (st = upgradable(run_id, &rs)))
         goto done;
-    kept_old = upgrade;
-    if ((st = root_answers(e, num, at, run_id, &answered)))
+    /* renewed, unless a thread of this process is about to execute the
+     * run (claimed it, its lease not yet taken): the lease held here keeps
+     * that one out, and the upgrade goes on as it did unrenewed */
+    if (upgrade) {
+        char saved[PL__ERRMSG_MAX];
+        pl__errmsg_save(saved);
+        st = pl__run_keep_lease(e, num, run_id, gen, &lost_old);
+        kept_old = !st;
+        if (st == PL_EBUSY) {
+            pl__errmsg_restore(saved);
+            st = PL_OK;
+        }
+    }
+    if (st || (st = root_answers(e, num, at, run_id, &answered)))
         goto done;
     collect cc = {at, answered, &old, 0};
     if ((st = pl__store_each_step(e->store, num, collect_step, &cc)) ||
