@@ -3,7 +3,8 @@
  * as a hostile MCP server hands them over (a tool's inputSchema) and the
  * instances they are applied to.  The input is the schema's JSON text, a
  * NUL byte, and the instance's JSON text (no NUL: the schema is applied to
- * itself).  Both are parsed as the engine parses them (cJSON).
+ * itself).  Both are parsed as the engine parses outside JSON
+ * (pl_json_parse()).
  * Whatever the bytes: compiling returns a status and a message, the same
  * from the text as from the parsed JSON; a compiled schema validates to a
  * status (PL_OK, PL_EJSON naming the keyword and saying why, PL_ELIMIT),
@@ -34,12 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data;
     const char *nul = memchr(text, 0, size);
     size_t slen = nul ? (size_t)(nul - text) : size;
-    cJSON *schema = cJSON_ParseWithLength(text, slen);
-    if (!schema)
+    cJSON *schema = NULL, *inst = NULL;
+    if (pl_json_parse(&schema, text, slen))
         return 0;
-    cJSON *inst = nul ? cJSON_ParseWithLength(nul + 1, size - slen - 1)
-                      : cJSON_Duplicate(schema, true);
-    if (!inst) {
+    if (nul ? pl_json_parse(&inst, nul + 1, size - slen - 1)
+            : !(inst = cJSON_Duplicate(schema, true))) {
         cJSON_Delete(schema);
         return 0;
     }
