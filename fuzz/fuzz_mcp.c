@@ -218,9 +218,17 @@ static int noop(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return PL_OK;
 }
 
+/* An answer's JSON as the engine reads it (pl__mcp_parse()): NULL when
+ * refused. */
+static cJSON *parsed(const char *body, size_t len)
+{
+    cJSON *v = NULL;
+    return pl_json_parse(&v, body, len) ? NULL : v;
+}
+
 static void tools_list(const char *body, size_t len)
 {
-    cJSON *v = cJSON_ParseWithLength(body, len);
+    cJSON *v = parsed(body, len);
     cJSON *list = cJSON_IsObject(v)
                       ? cJSON_DetachItemFromObjectCaseSensitive(v, "tools")
                       : NULL;
@@ -276,7 +284,7 @@ static void tools_list(const char *body, size_t len)
 
 static void tools_call(const char *body, size_t len)
 {
-    cJSON *v = cJSON_ParseWithLength(body, len);
+    cJSON *v = parsed(body, len);
     pl_mcp *m = handle(64);
     if (cJSON_IsObject(v))
         answer(m, v);
