@@ -450,6 +450,10 @@ static int fork_run(char **out_new_id, pl_engine *e, const char *run_id,
         rs.steps = cc.total; /* exact: a crashed run's is a heartbeat's */
         if (!(st = encode_superseded(&end.state, run_id, &rs, new_id)))
             st = pl__store_commit(e->store, both, 2, false);
+        if (!st && kept_old) {
+            pl__engine_release(e, num); /* nothing left to renew */
+            kept_old = false;
+        }
         if (!st)
             gen = 0; /* released with the commit */
     }
