@@ -288,11 +288,13 @@ static bool held_drain(live *l, void (*damage)(live *, const void *),
     cr_assert(x == T_DRAIN_OK || x == T_DRAIN_RUN,
               "%s: the drain ended with %d%s", what, x,
               x == T_DRAIN_BUSY ? " (still busy after its bound)" : "");
-    if (damage && left_unended(l)) {
+    if (left_unended(l)) {
         /* the drain stops after IDLE_MS without an event: on a loaded
          * host held-c's take after held-a's end can come later than that,
-         * so what is left is drained once more, patiently (a lease the
-         * damage left held runs out first); a run left then is stuck */
+         * and a lease a stall of the host lost (undamaged too) runs out
+         * only after it, so what is left is drained once more, patiently
+         * (a lease the damage left held runs out first); a run left then
+         * is stuck */
         int idle = 2 * (int)l->lease_ms + 1000;
         x = t_flip_drain_end(t_flip_drain_start(l->copy, l->reg, idle, idle, 3,
                                                 l->lease_ms));
