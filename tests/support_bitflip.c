@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdarg.h>
 
 #include "support_bitflip.h"
 
@@ -276,44 +277,89 @@ static const char *stage_name(char c)
     case 'i': return "pl_run_get";
     case 'n': return "pl_run_start";
     case 'p': return "pl_engine_prune";
+    case 'f': return "writing the flipped copy";
     default: return "?";
     }
 }
 
-report try_flip_in(child_fn fn, const char *path, const pl_registry *reg,
-                   const uint8_t *data, size_t len, size_t off, unsigned bit,
-                   const char *what)
+void flip_add(flip_list *fs, size_t off, unsigned bit, const target *t,
+              const char *fmt, ...)
+{
+    if (fs->n == fs->cap) {
+        fs->cap = fs->cap ? fs->cap * 2 : 256;
+        fs->v = realloc(fs->v, fs->cap * sizeof *fs->v);
+        cr_assert_not_null(fs->v);
+    }
+    flip *f = &fs->v[fs->n++];
+    f->off = off;
+    f->bit = bit;
+    f->t = t;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->what, sizeof f->what, fmt, ap);
+    va_end(ap);
+}
+
+/* In the child: @p data with @p f's bit flipped, as a new file at @p path
+ * (an engine an earlier flip left open keeps the old one); false if it
+ * cannot be written. */
+static bool write_flipped(const char *path, const uint8_t *data, size_t len,
+                          const flip *f)
 {
     char lock[4200];
     snprintf(lock, sizeof lock, "%s-lock", path);
     unlink(lock);
-    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    cr_assert(f >= 0);
-    cr_assert_eq(write(f, data, len), (ssize_t)len);
-    if (bit < 8) { /* 8: no flip, the store as built */
-        uint8_t b = (uint8_t)(data[off] ^ (1u << bit));
-        cr_assert_eq(pwrite(f, &b, 1, (off_t)off), 1);
+    unlink(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, data, len) == (ssize_t)len;
+    if (ok && f->bit < 8) {
+        uint8_t b = (uint8_t)(data[f->off] ^ (1u << f->bit));
+        ok = pwrite(fd, &b, 1, (off_t)f->off) == 1;
     }
-    close(f);
+    return close(fd) == 0 && ok;
+}
 
+/* The child of try_batch(): flips @p v[0..n) in turn; never returns. */
+static void batch_child(child_fn fn, const char *path, const pl_registry *reg,
+                        const uint8_t *data, size_t len, const flip *v,
+                        size_t n, int fd)
+{
+    /* LMDB's 2 MiB dirty list, calloc'ed at every open, from fresh zero
+     * pages rather than cleared copy-on-write pages of the parent's heap:
+     * a third of each flip's time went there */
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    for (size_t i = 0; i < n; i++) {
+        stage(fd, 'f');
+        if (!write_flipped(path, data, len, &v[i]))
+            _exit(2);
+        report r = fn(path, reg, fd);
+        stage(fd, '=');
+        if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+            _exit(2);
+    }
+    _exit(0);
+}
+
+/* Flips @p v[0..n) in one child, their reports in @p out. */
+static void try_batch(child_fn fn, const char *path, const pl_registry *reg,
+                      const uint8_t *data, size_t len, const flip *v, size_t n,
+                      report *out)
+{
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        /* LMDB's 2 MiB dirty list, calloc'ed at every open, from fresh
-         * zero pages rather than cleared copy-on-write pages of the parent's
-         * heap: a third of each flip's time went there */
-        mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-        fn(path, reg, fds[1]);
+        batch_child(fn, path, reg, data, len, v, n, fds[1]);
     }
     close(fds[1]);
-    /* read the child's stages and report until the pipe closes (it has
-     * exited), or kill it once HANG_MS have passed */
+    /* read the child's stages and reports until the pipe closes (it has
+     * exited), or kill it once HANG_MS have passed without progress */
     char last = '?';
-    report r;
-    size_t got = 0;
+    size_t done = 0, got = 0; /* flips reported; bytes of the next report */
     bool in_report = false;
     int ws = 0;
     struct timespec t0, now;
@@ -330,32 +376,60 @@ report try_flip_in(child_fn fn, const char *path, const pl_registry *reg,
             kill(pid, SIGKILL);
             waitpid(pid, &ws, 0);
             close(fds[0]);
-            cr_assert_fail("%s: %s made no progress for %d ms (a hang)", what,
-                           stage_name(last), HANG_MS);
+            cr_assert_fail("%s: %s made no progress for %d ms (a hang)",
+                           v[done < n ? done : n - 1].what, stage_name(last),
+                           HANG_MS);
         }
         uint8_t buf[256];
-        ssize_t n = read(fds[0], buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
+        ssize_t k = read(fds[0], buf, sizeof buf);
+        if (k < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (k <= 0)
             break;                           /* the child has exited */
         clock_gettime(CLOCK_MONOTONIC, &t0); /* progress: the guard restarts */
-        for (ssize_t i = 0; i < n; i++) {
-            if (in_report) {
-                if (got < sizeof r)
-                    ((uint8_t *)&r)[got++] = buf[i];
-            } else if (buf[i] == '=') {
-                in_report = true;
-            } else {
-                last = (char)buf[i];
+        for (ssize_t i = 0; i < k; i++) {
+            if (!in_report) {
+                if (buf[i] == '=')
+                    in_report = true;
+                else
+                    last = (char)buf[i];
+                continue;
+            }
+            cr_assert_lt(done, n, "a report past the batch's last flip");
+            ((uint8_t *)&out[done])[got++] = buf[i];
+            if (got == sizeof *out) {
+                done++;
+                got = 0;
+                in_report = false;
+                last = '?';
             }
         }
     }
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     close(fds[0]);
+    const char *what = v[done < n ? done : n - 1].what;
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
               "%s: the child died in %s (status %#x)", what, stage_name(last),
               ws);
-    cr_assert_eq(got, sizeof r, "%s: no report from the child", what);
+    cr_assert_eq(done, n, "%s: no report from the child", what);
+}
+
+void try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
+                  const uint8_t *data, size_t len, const flip_list *fs,
+                  report *out)
+{
+    for (size_t at = 0; at < fs->n; at += FLIP_BATCH) {
+        size_t n = fs->n - at < FLIP_BATCH ? fs->n - at : FLIP_BATCH;
+        try_batch(fn, path, reg, data, len, fs->v + at, n, out + at);
+    }
+}
+
+report try_unflipped(child_fn fn, const char *path, const pl_registry *reg,
+                     const uint8_t *data, size_t len)
+{
+    flip f = {0, 8, NULL, "the store as built"};
+    flip_list fs = {&f, 1, 1};
+    report r;
+    try_flips_in(fn, path, reg, data, len, &fs, &r);
     return r;
 }

@@ -24,7 +24,7 @@
 #include "support.h"
 
 /*
- * Under the sanitizers, where each child costs six times more, a sweep flips
+ * Under the sanitizers, where each flip costs several times more, a sweep flips
  * bit i of a key or value (counting from its first byte's lowest bit) only
  * when i % SAMPLE == 0: a stride under 8 and prime to it, so every byte of
  * every record is flipped, and the bit flipped moves along the bytes (over
@@ -85,7 +85,7 @@ void find_targets_in(const char *path, const char *const *dbs, size_t n_dbs,
                      targets *keys, targets *vals, const uint8_t *crashed_last,
                      size_t crashed_last_len);
 
-/* ---- one flip ---- */
+/* ---- the flips ---- */
 
 /* What a child reports: the call it is in ('S'tage), then at the end its
  * findings. */
@@ -100,14 +100,45 @@ void note(report *r, int st);
 /* In the child: say which call it enters (a letter: stage_name()). */
 void stage(int fd, char c);
 
+/* One flip: bit @c bit (8: none, the store as built) of byte @c off; @c what
+ * names it in a failure's message, @c t is the caller's (its target). */
+typedef struct flip {
+    size_t off;
+    unsigned bit;
+    const target *t;
+    char what[200];
+} flip;
+
+typedef struct flip_list {
+    flip *v;
+    size_t n, cap;
+} flip_list;
+
+/* Add bit @p bit of byte @p off to @p fs, named as printf() would @p fmt. */
+void flip_add(flip_list *fs, size_t off, unsigned bit, const target *t,
+              const char *fmt, ...) PL__PRINTF(5, 6);
+
 /*
- * Write @p data with bit @p bit of byte @p off flipped to @p path (its lock
- * file removed), run the child on it, and return its report.  A hang, a
- * crash or a lost report fails the test, naming @p what.
+ * The child's part: every call on the store at @p path, saying which call it
+ * is in on @p fd (stage()); returns its findings.
  */
-typedef void (*child_fn)(const char *path, const pl_registry *reg, int fd);
-report try_flip_in(child_fn fn, const char *path, const pl_registry *reg,
-                   const uint8_t *data, size_t len, size_t off, unsigned bit,
-                   const char *what);
+typedef report (*child_fn)(const char *path, const pl_registry *reg, int fd);
+
+/*
+ * Try @p fs's flips in turn, each on @p data (@p len bytes) written with
+ * its bit flipped to @p path (a new file, no lock file), by @p fn in a
+ * forked child; their reports in @p out (fs->n of them).  A child tries up
+ * to FLIP_BATCH flips in a row: a fork costs more than a flip's calls
+ * under the sanitizers, and every flip starts on a new file with its engine
+ * opened afresh.  A hang, a crash or a lost report fails the test, naming
+ * the flip it happened in.
+ */
+#define FLIP_BATCH 32
+void try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
+                  const uint8_t *data, size_t len, const flip_list *fs,
+                  report *out);
+/* The store as built (no flip), tried once as above. */
+report try_unflipped(child_fn fn, const char *path, const pl_registry *reg,
+                     const uint8_t *data, size_t len);
 
 #endif /* PL_TESTS_SUPPORT_BITFLIP_H */

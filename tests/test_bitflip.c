@@ -12,8 +12,8 @@
  * schedule.  Each flip is made in
  * a copy of the data file, in place, at the bytes LMDB itself points to (so
  * a changed key stays where it was in its page, out of order in the B-tree,
- * as real corruption would leave it).  A forked child then opens the copy
- * and runs pl_engine_runs, pl_schedule_list, and for each run pl_run_walk,
+ * as real corruption would leave it).  A forked child (one for 32 flips in
+ * a row, each on a new copy) then opens the copy and runs pl_engine_runs, pl_schedule_list, and for each run pl_run_walk,
  * pl_run_ledger, pl_run_verify, pl_run_continue with the check option and
  * pl_run_continue for real, then pl_engine_wake, pl_rate_take and
  * pl_rate_take_units, reporting
@@ -162,8 +162,8 @@ static void find_targets(const char *path, targets *keys, targets *vals,
                     crashed_last_len);
 }
 
-/* In the child: every call on the store at @p path; never returns. */
-static void child(const char *path, const pl_registry *reg, int fd)
+/* In the child: every call on the store at @p path. */
+static report child(const char *path, const pl_registry *reg, int fd)
 {
     report r = {false, false, 14695981039346656037ull};
     stage(fd, 'o');
@@ -233,17 +233,7 @@ static void child(const char *path, const pl_registry *reg, int fd)
         t_mix(&r.digest, &g.used, sizeof g.used);
         pl_engine_close(e);
     }
-    stage(fd, '=');
-    ssize_t w = write(fd, &r, sizeof r);
-    (void)w;
-    _exit(0);
-}
-
-static report try_flip(const char *path, const pl_registry *reg,
-                       const uint8_t *data, size_t len, size_t off,
-                       unsigned bit, const char *what)
-{
-    return try_flip_in(child, path, reg, data, len, off, bit, what);
+    return r;
 }
 
 /* The key of the crashed run's root ledger's last step (run number 3). */
@@ -297,7 +287,7 @@ Test(bitflip, a_store_as_built_reads_back_whole)
     setup s;
     prepare(&s);
     /* the unflipped copy: nothing reported, and the crashed run found */
-    report base = try_flip(s.path, s.reg, s.data, s.len, 0, 8, "baseline");
+    report base = try_unflipped(child, s.path, s.reg, s.data, s.len);
     cr_assert_not(base.reported);
     pl_engine *e = open_engine(s.path, s.reg);
     cr_assert_not_null(e);
@@ -319,7 +309,8 @@ Test(bitflip, every_bit_of_every_key_ends_every_walk, .timeout = 600)
     prepare(&s);
     long slice, slices;
     t_slice("PL_BITFLIP_SLICE", &slice, &slices);
-    size_t flips = 0, reported = 0, seen = 0;
+    flip_list fs = {0};
+    size_t seen = 0;
     for (size_t i = 0; i < s.keys.n; i++) {
         const target *t = &s.keys.v[i];
         for (size_t byte = 0; byte < t->len; byte++) {
@@ -328,16 +319,20 @@ Test(bitflip, every_bit_of_every_key_ends_every_walk, .timeout = 600)
                     continue;
                 if (seen++ % (size_t)slices != (size_t)slice)
                     continue;
-                char what[256];
-                snprintf(what, sizeof what, "key %s/%s, byte %zu, bit %u",
-                         t->db, t->key, byte, bit);
-                report r = try_flip(s.path, s.reg, s.data, s.len, t->off + byte,
-                                    bit, what);
-                flips++;
-                reported += r.reported;
+                flip_add(&fs, t->off + byte, bit, t,
+                         "key %s/%s, byte %zu, bit %u", t->db, t->key, byte,
+                         bit);
             }
         }
     }
+    report *rs = calloc(fs.n + 1, sizeof *rs);
+    cr_assert_not_null(rs);
+    try_flips_in(child, s.path, s.reg, s.data, s.len, &fs, rs);
+    size_t flips = fs.n, reported = 0;
+    for (size_t i = 0; i < fs.n; i++)
+        reported += rs[i].reported;
+    free(rs);
+    free(fs.v);
     cr_log_info("keys: %zu bits flipped in %zu keys (slice %ld/%ld); every "
                 "call returned; %zu reported PL_ECORRUPT or PL_EVERSION",
                 flips, s.keys.n, slice, slices, reported);
@@ -354,11 +349,12 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
     setup s;
     prepare(&s);
     /* the unflipped store's answers */
-    report base = try_flip(s.path, s.reg, s.data, s.len, 0, 8, "baseline");
+    report base = try_unflipped(child, s.path, s.reg, s.data, s.len);
     cr_assert_not(base.reported, "the unflipped store reports corruption");
     long slice, slices;
     t_slice("PL_BITFLIP_SLICE", &slice, &slices);
-    size_t flips = 0, reported = 0, nondet = 0, harmless = 0, seen = 0;
+    flip_list fs = {0};
+    size_t seen = 0;
     for (size_t i = 0; i < s.vals.n; i++) {
         const target *t = &s.vals.v[i];
         for (size_t byte = 0; byte < t->len; byte++) {
@@ -367,32 +363,39 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
                     continue;
                 if (seen++ % (size_t)slices != (size_t)slice)
                     continue;
-                char what[256];
-                snprintf(what, sizeof what, "value of %s/%s, byte %zu, bit %u",
-                         t->db, t->key, byte, bit);
-                report r = try_flip(s.path, s.reg, s.data, s.len, t->off + byte,
-                                    bit, what);
-                flips++;
-                if (r.reported)
-                    reported++;
-                else if (r.nondet)
-                    nondet++;
-                else if (r.digest == base.digest && !strcmp(t->db, "meta") &&
-                         !strcmp(t->key, "next_run"))
-                    harmless++; /* read by run creation only, which
-                                   refuses a taken number
-                                   (test_integrity.c) */
-                else if (r.digest == base.digest)
-                    cr_assert_fail("%s: nothing read back changed; which "
-                                   "reader does this byte matter to?",
-                                   what);
-                else
-                    cr_assert_fail("%s: changed what the store reads back, "
-                                   "and no call reported it",
-                                   what);
+                flip_add(&fs, t->off + byte, bit, t,
+                         "value of %s/%s, byte %zu, bit %u", t->db, t->key,
+                         byte, bit);
             }
         }
     }
+    report *rs = calloc(fs.n + 1, sizeof *rs);
+    cr_assert_not_null(rs);
+    try_flips_in(child, s.path, s.reg, s.data, s.len, &fs, rs);
+    size_t flips = fs.n, reported = 0, nondet = 0, harmless = 0;
+    for (size_t i = 0; i < fs.n; i++) {
+        const report *r = &rs[i];
+        const target *t = fs.v[i].t;
+        const char *what = fs.v[i].what;
+        if (r->reported)
+            reported++;
+        else if (r->nondet)
+            nondet++;
+        else if (r->digest == base.digest && !strcmp(t->db, "meta") &&
+                 !strcmp(t->key, "next_run"))
+            harmless++; /* read by run creation only, which refuses a taken
+                           number (test_integrity.c) */
+        else if (r->digest == base.digest)
+            cr_assert_fail("%s: nothing read back changed; which reader does "
+                           "this byte matter to?",
+                           what);
+        else
+            cr_assert_fail("%s: changed what the store reads back, and no "
+                           "call reported it",
+                           what);
+    }
+    free(rs);
+    free(fs.v);
     fprintf(stderr,
             "bitflip values: %zu bits flipped (every %d%s, slice %ld/%ld): "
             "%zu reported (PL_ECORRUPT/PL_EVERSION), %zu caught by replay "
