@@ -16,6 +16,7 @@
 #include <lmdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,15 +95,19 @@ static int gate(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
     return pl_steps_add_resultf(out, "{}");
 }
 
-/* The side effect "tick": this process and the time. */
+/* The side effect "tick": this process, the execution of its policy that
+ * ticked (@p user: an int; -1 without), and the time. */
 static int tick_value(cJSON **out, void *user)
 {
-    (void)user;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double us = (double)ts.tv_sec * 1e6 + (double)(ts.tv_nsec / 1000);
-    return pl_json_pack(out, "{s:f, s:i}", "t", us, "pid", (int)getpid());
+    return pl_json_pack(out, "{s:f, s:i, s:i}", "t", us, "pid", (int)getpid(),
+                        "x", user ? *(const int *)user : -1);
 }
+
+/* The executions of "keyed" this process has begun (tick_value()'s "x"). */
+static atomic_int g_keyed_runs;
 
 /*
  * "effect": the outside world's side of a call, idempotent by the call's
@@ -135,10 +140,10 @@ static int effect(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 static int keyed(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
 {
     (void)user;
-    int st = PL_OK;
+    int x = atomic_fetch_add(&g_keyed_runs, 1), st = PL_OK;
     for (int i = 0; !st && i < 3; i++) {
         cJSON *v = NULL;
-        st = pl_ctx_side_effect(&v, ctx, "tick", tick_value, NULL);
+        st = pl_ctx_side_effect(&v, ctx, "tick", tick_value, &x);
         cJSON_Delete(v);
         if (!st && i == 1) {
             cJSON *r = NULL, *p = cJSON_CreateObject();
@@ -587,11 +592,17 @@ static int k_done_count(void)
 }
 
 /* One execution of a run: from its first tick to its last, by one
- * process. */
+ * execution of its policy in one process.  A process can execute a run
+ * twice: its lease ran out while the process stalled (its next commit
+ * refused), and one of its threads took the run again. */
 typedef struct k_span {
     double from, to;
     int key;
 } k_span;
+
+/* Executions of a run by the process that had executed it just before
+ * (k_spans()). */
+static int k_again;
 
 /* The spans of run @p id (key @p key) from its ledger, into @p out. */
 static size_t k_spans(pl_engine *e, const char *id, int key, k_span *out,
@@ -600,7 +611,7 @@ static size_t k_spans(pl_engine *e, const char *id, int key, k_span *out,
     pl_steps *l = NULL;
     cr_assert_eq(pl_run_ledger(&l, e, id, "0"), PL_OK, "%s", pl_errmsg());
     size_t n = 0;
-    int last_pid = 0;
+    int last_pid = 0, last_x = -1;
     for (size_t i = 0; i < pl_steps_count(l); i++) {
         const pl_step *s = pl_steps_at(l, i);
         if (pl_step_type_of(s) != PL_STEP_SIDE_EFFECT)
@@ -609,11 +620,15 @@ static size_t k_spans(pl_engine *e, const char *id, int key, k_span *out,
                                                           "value");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "t");
         const cJSON *pid = cJSON_GetObjectItemCaseSensitive(v, "pid");
-        cr_assert(cJSON_IsNumber(t) && cJSON_IsNumber(pid), "run %s", id);
-        if (pid->valueint != last_pid) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "x");
+        cr_assert(cJSON_IsNumber(t) && cJSON_IsNumber(pid) && cJSON_IsNumber(x),
+                  "run %s", id);
+        if (pid->valueint != last_pid || x->valueint != last_x) {
             cr_assert_lt(n, cap);
+            k_again += n && pid->valueint == last_pid;
             out[n++] = (k_span){t->valuedouble, t->valuedouble, key};
             last_pid = pid->valueint;
+            last_x = x->valueint;
         } else {
             out[n - 1].to = t->valuedouble;
         }
@@ -630,11 +645,12 @@ static int k_cmp(const void *a, const void *b)
 
 /*
  * 1,000 queued runs, ten keys limited to two each, three worker processes
- * SIGKILLed at random and started again: at no time do more than two runs
- * of a key execute (by the times their ledgers recorded), every run
- * completes, and the effects log, deduplicated by idempotency key as its
- * service does, holds each run once; a line more only for a call cut
- * short by a kill.
+ * SIGKILLed at random and started again, or stopped past their lease and
+ * let go on: at no time do more than two runs of a key execute (by the
+ * times their ledgers recorded, an execution's ticks told apart from the
+ * next one's of the same process), every run completes, and the effects
+ * log, deduplicated by idempotency key as its service does, holds each
+ * run once; a line more only for a call cut short by a kill or a stall.
  */
 Test(flow, keys_hold_across_killed_workers)
 {
@@ -654,7 +670,7 @@ Test(flow, keys_hold_across_killed_workers)
     for (int i = 0; i < K_PROCS; i++)
         kids[i] = k_spawn(path, reg, i);
     unsigned seed = (unsigned)getpid();
-    int kills = 0;
+    int kills = 0, stalls = 0;
     for (int ms = 0; k_done_count() < K_RUNS; ms += 10) {
         cr_assert_lt(ms, F_BOUND_MS, "%d of %d effects", k_done_count(),
                      K_RUNS);
@@ -664,6 +680,14 @@ Test(flow, keys_hold_across_killed_workers)
             cr_assert_eq(waitpid(kids[i], NULL, 0), kids[i]);
             kids[i] = k_spawn(path, reg, i);
             kills++;
+        } else if (stalls < 4 && rand_r(&seed) % 15 == 0) {
+            /* stopped past its lease: its runs' leases run out, its
+             * next commits are refused, and it takes runs again */
+            int i = rand_r(&seed) % K_PROCS;
+            kill(kids[i], SIGSTOP);
+            f_nap(2 * F_LEASE_MS);
+            kill(kids[i], SIGCONT);
+            stalls++;
         }
         f_nap(10);
     }
@@ -719,11 +743,13 @@ Test(flow, keys_hold_across_killed_workers)
     fclose(f);
     cr_assert_eq(k_done_count(), K_RUNS);
     cr_assert_geq(lines, K_RUNS);
-    cr_assert_leq(lines - K_RUNS, kills * K_THREADS,
-                  "%d effects repeated for %d kills", lines - K_RUNS, kills);
-    cr_log_info("keys: %d kills, %d repeated effects, at most %d of a key "
-                "at once",
-                kills, lines - K_RUNS, most);
+    cr_assert_leq(lines - K_RUNS, (kills + stalls) * K_THREADS,
+                  "%d effects repeated for %d kills and %d stalls",
+                  lines - K_RUNS, kills, stalls);
+    cr_log_info("keys: %d kills, %d stalls, %d repeated effects, at most %d "
+                "of a key at once, %d runs executed again by the process "
+                "that lost them",
+                kills, stalls, lines - K_RUNS, most, k_again);
     pl_engine_close(e);
     pl_registry_free(reg);
 }
