@@ -414,14 +414,16 @@ static void try_batch(child_fn fn, const char *path, const pl_registry *reg,
     cr_assert_eq(done, n, "%s: no report from the child", what);
 }
 
-void try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
-                  const uint8_t *data, size_t len, const flip_list *fs,
-                  report *out)
+report *try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
+                     const uint8_t *data, size_t len, const flip_list *fs)
 {
+    report *out = calloc(fs->n + 1, sizeof *out); /* + 1: never calloc(0) */
+    cr_assert_not_null(out);
     for (size_t at = 0; at < fs->n; at += FLIP_BATCH) {
         size_t n = fs->n - at < FLIP_BATCH ? fs->n - at : FLIP_BATCH;
         try_batch(fn, path, reg, data, len, fs->v + at, n, out + at);
     }
+    return out;
 }
 
 report try_unflipped(child_fn fn, const char *path, const pl_registry *reg,
@@ -429,7 +431,8 @@ report try_unflipped(child_fn fn, const char *path, const pl_registry *reg,
 {
     flip f = {0, 8, NULL, "the store as built"};
     flip_list fs = {&f, 1, 1};
-    report r;
-    try_flips_in(fn, path, reg, data, len, &fs, &r);
+    report *rs = try_flips_in(fn, path, reg, data, len, &fs);
+    report r = rs[0];
+    free(rs);
     return r;
 }

@@ -127,16 +127,15 @@ typedef report (*child_fn)(const char *path, const pl_registry *reg, int fd);
 /*
  * Try @p fs's flips in turn, each on @p data (@p len bytes) written with
  * its bit flipped to @p path (a new file, no lock file), by @p fn in a
- * forked child; their reports in @p out (fs->n of them).  A child tries up
- * to FLIP_BATCH flips in a row: a fork costs more than a flip's calls
- * under the sanitizers, and every flip starts on a new file with its engine
- * opened afresh.  A hang, a crash or a lost report fails the test, naming
+ * forked child; returns their reports (fs->n of them; the caller frees
+ * them).  A child tries up to FLIP_BATCH flips in a row: a fork costs more
+ * than a flip's calls under the sanitizers, and every flip starts on a new
+ * file with its engine opened afresh.  A hang, a crash or a lost report fails the test, naming
  * the flip it happened in.
  */
 #define FLIP_BATCH 32
-void try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
-                  const uint8_t *data, size_t len, const flip_list *fs,
-                  report *out);
+report *try_flips_in(child_fn fn, const char *path, const pl_registry *reg,
+                     const uint8_t *data, size_t len, const flip_list *fs);
 /* The store as built (no flip), tried once as above. */
 report try_unflipped(child_fn fn, const char *path, const pl_registry *reg,
                      const uint8_t *data, size_t len);

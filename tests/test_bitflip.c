@@ -325,9 +325,7 @@ Test(bitflip, every_bit_of_every_key_ends_every_walk, .timeout = 600)
             }
         }
     }
-    report *rs = calloc(fs.n + 1, sizeof *rs);
-    cr_assert_not_null(rs);
-    try_flips_in(child, s.path, s.reg, s.data, s.len, &fs, rs);
+    report *rs = try_flips_in(child, s.path, s.reg, s.data, s.len, &fs);
     size_t flips = fs.n, reported = 0;
     for (size_t i = 0; i < fs.n; i++)
         reported += rs[i].reported;
@@ -369,9 +367,7 @@ Test(bitflip, every_bit_of_every_value_is_reported_or_harmless, .timeout = 600)
             }
         }
     }
-    report *rs = calloc(fs.n + 1, sizeof *rs);
-    cr_assert_not_null(rs);
-    try_flips_in(child, s.path, s.reg, s.data, s.len, &fs, rs);
+    report *rs = try_flips_in(child, s.path, s.reg, s.data, s.len, &fs);
     size_t flips = fs.n, reported = 0, nondet = 0, harmless = 0;
     for (size_t i = 0; i < fs.n; i++) {
         const report *r = &rs[i];

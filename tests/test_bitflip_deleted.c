@@ -154,9 +154,7 @@ Test(bitflip, every_bit_of_tombstones_and_purge_records, .timeout = 600)
             }
         }
     }
-    report *rs = calloc(fs.n + 1, sizeof *rs);
-    cr_assert_not_null(rs);
-    try_flips_in(deleted_child, copy, reg, data, len, &fs, rs);
+    report *rs = try_flips_in(deleted_child, copy, reg, data, len, &fs);
     size_t flips = fs.n, reported = 0;
     for (size_t i = 0; i < fs.n; i++) {
         bool value = fs.v[i].t != NULL; /* a key's flips have none */
