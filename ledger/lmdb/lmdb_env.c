@@ -632,9 +632,11 @@ static int check_before_map(const char *path, const char *file,
  * A file refused as empty, short or not LMDB may be a store another
  * process is making: LMDB's first opener holds byte 0 of the lock file
  * exclusively while it writes the meta pages.  Wait (at most CREATOR_WAIT_MS)
- * for such a holder to let go; true if there was one.  Only looked at when
- * this process has no store of that file open: closing a descriptor of the
- * lock file would drop the locks LMDB holds on it here.
+ * for such a holder to let go; true if the file has a lock file, so that it
+ * is worth looking at again: the maker may have finished, and even closed,
+ * between the look that refused it and this one.  Only looked at when this
+ * process has no store of that file open: closing a descriptor of the lock
+ * file would drop the locks LMDB holds on it here.
  */
 #define CREATOR_WAIT_MS 5000
 
@@ -651,27 +653,26 @@ static bool dir_exists(const char *path)
     return stat(d, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static bool creator_waited(const char *file, const char *lock)
+static bool creator_settled(const char *file, const char *lock)
 {
     struct stat sb;
     pthread_once(&g_open_once, open_once);
     pthread_mutex_lock(&g_open_mu);
     bool mine = stat(file, &sb) == 0 && open_find(sb.st_dev, sb.st_ino);
     int fd = mine ? -1 : open(lock, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    bool waited = false;
     for (int ms = 0; fd >= 0 && ms < CREATOR_WAIT_MS; ms++) {
         struct flock fl = {
             .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
         if (fcntl(fd, F_GETLK, &fl) || fl.l_type == F_UNLCK)
             break;
-        waited = true;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    bool again = fd >= 0;
     if (fd >= 0)
         close(fd);
     pthread_mutex_unlock(&g_open_mu);
-    return waited;
+    return again;
 }
 
 int pl__lmdb_open(pl__lmdb_store **out, const char *path,
@@ -688,7 +689,7 @@ int pl__lmdb_open(pl__lmdb_store **out, const char *path,
     char lock[4096 + 16];
     snprintf(lock, sizeof lock, dir ? "%s/lock.mdb" : "%s-lock", path);
     int st = check_before_map(path, file, lock, dir, must_exist);
-    if (st == PL_ECORRUPT && creator_waited(file, lock)) {
+    if (st == PL_ECORRUPT && creator_settled(file, lock)) {
         pl__err_clear();
         st = check_before_map(path, file, lock, dir, must_exist);
     }
