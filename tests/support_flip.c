@@ -189,7 +189,8 @@ int t_flip_drain(const char *path, const pl_registry *reg, int idle_ms,
                  unsigned concurrency)
 {
     return t_flip_drain_end(t_flip_drain_start(path, reg, idle_ms, idle_ms,
-                                               concurrency, T_FLIP_LEASE_MS));
+                                               concurrency,
+                                               T_FLIP_DRAIN_LEASE_MS));
 }
 
 /* ---- LMDB ----------------------------------------------------------------- */

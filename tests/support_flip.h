@@ -40,8 +40,10 @@ void t_flip_put(const char *path, const char *data, size_t len);
 /*
  * A worker drains a store in a forked child: pl_worker_run() with
  * @p concurrency threads, polling every 10 ms, its lease of @p lease_ms
- * renewed every third of it (t_flip_drain(): T_FLIP_LEASE_MS, 150 ms
- * renewed every 50 ms), waits never in place, stopped once nothing
+ * renewed every third of it (t_flip_drain(): T_FLIP_DRAIN_LEASE_MS, so
+ * that a stall of a loaded host's does not lose it and make a call in
+ * flight again; the tests of leases taken over give T_FLIP_LEASE_MS,
+ * 150 ms renewed every 50 ms), waits never in place, stopped once nothing
  * happened for
  * @p idle_ms (an event of the engine's, or t_flip_alive() in the child)
  * or T_FLIP_BOUND_MS after its first event.  Before its first event the
@@ -53,6 +55,7 @@ void t_flip_put(const char *path, const char *data, size_t len);
  */
 #define T_FLIP_BOUND_MS 10000
 #define T_FLIP_LEASE_MS 150
+#define T_FLIP_DRAIN_LEASE_MS 3000
 enum {
     T_DRAIN_OK = 0,       /* drained, stopped */
     T_DRAIN_OPEN = 10,    /* the engine or worker could not start */

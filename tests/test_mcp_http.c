@@ -26,6 +26,11 @@
 
 TestSuite(mcp_http, .init = setup, .fini = teardown, .timeout = 300);
 
+/* The deadline of the tests whose one call never answers: every call of
+ * theirs has it, the ones that must succeed too (a new session begun,
+ * through a Python server), so it outlasts a loaded host's stall. */
+#define CALL_MS 1500
+
 /* The run of @p n calls of h.echo, {"i": k} each: the "got" array. */
 static cJSON *echo_calls(const char *id, int n)
 {
@@ -359,7 +364,7 @@ Test(mcp_http, a_session_ended_at_a_notification_is_begun_anew,
      .fini = teardown_http)
 {
     pl_mcp_options o = quiet();
-    o.timeout_ms = 300;
+    o.timeout_ms = CALL_MS;
     open_on("{\"call\": [{\"forever\": true, \"sse\": true}],"
             " \"notify\": [null, {\"expire\": true}]}",
             &o);
@@ -384,7 +389,7 @@ Test(mcp_http, a_request_no_live_session_read_is_not_cancelled,
     open_on("{\"call\": [{\"expire\": true}],"
             " \"init\": [null, {\"drip\": true}]}",
             &o);
-    cr_assert_eq(pl_decorator_timeout(&per_call, 400), PL_OK);
+    cr_assert_eq(pl_decorator_timeout(&per_call, CALL_MS), PL_OK);
     cJSON *got = echo_calls("r1", 2);
     expect_error(at(got, 0), PL_ERR_TIMEOUT, NULL);
     cr_expect(strstr(first_text(at(got, 1)), "\"i\": 1"), "%s", t_text(got));
@@ -408,7 +413,7 @@ Test(mcp_http, a_notification_not_taken_is_reported, .fini = teardown_http)
     cr_expect_null(F.mcp);
     close_all();
     stop_servers();
-    o.timeout_ms = 300;
+    o.timeout_ms = CALL_MS;
     open_on("{\"call\": [{\"expire\": true}, {\"forever\": true,"
             " \"sse\": true}], \"notify\": [null, {\"status\": 503},"
             " null, {\"status\": 400}]}",
@@ -533,7 +538,7 @@ Test(mcp_http, an_answer_that_never_ends_stops_at_the_deadline,
     open_on("{\"call\": [{\"forever\": true, \"sse\": true},"
             " {\"drip\": true}]}",
             &o);
-    cr_assert_eq(pl_decorator_timeout(&per_call, 400), PL_OK);
+    cr_assert_eq(pl_decorator_timeout(&per_call, CALL_MS), PL_OK);
     cJSON *got = echo_calls("r1", 3);
     /* the call's own Timeout, or the decorator's, when the call came
      * back a few ms past the deadline */

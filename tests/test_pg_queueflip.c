@@ -16,7 +16,7 @@
  * its data file (support_bitflip.h).  Every STRIDE-th bit (LMDB_STRIDE-th)
  * is flipped in a copy of the store, made the store as built again before
  * each flip, and a worker in a forked child drains the copy:
- * pl_worker_run() with a lease renewed every 50 ms, stopped after IDLE_MS
+ * pl_worker_run() with a lease renewed every second, stopped after IDLE_MS
  * without an event (or T_FLIP_BOUND_MS in all: a worker still busy then
  * fails the test, as does a child that does not end; support_flip.h).  Each flip must: never execute
  * a call the ledger has a result for (no effect counted twice), never

@@ -504,12 +504,19 @@ static void await_suspended(pl_engine *e, const char *id)
     }
 }
 
-/* An engine whose leases last 200 ms, with run "o1" at its question. */
+/* Leases shorter than a copy (COPY_MS), renewed every third of theirs: a
+ * stall of two thirds of a lease (a loaded host's) is not taken for a
+ * lost holder. */
+#define SHORT_LEASE_MS 1000
+#define COPY_MS 3000
+
+/* An engine whose leases last SHORT_LEASE_MS, with run "o1" at its
+ * question. */
 static pl_engine *waiting_on_short_leases(const pl_registry *reg)
 {
     pl_engine_options eo = PL_ENGINE_OPTIONS_INIT;
     eo.durability = PL_DURABILITY_SYNC;
-    eo.lease_ms = 200;
+    eo.lease_ms = SHORT_LEASE_MS;
     pl_engine *e = NULL;
     cr_assert_eq(pl_engine_open(&e, t_store_path(), reg, &eo), PL_OK, "%s",
                  pl_errmsg());
@@ -518,7 +525,7 @@ static pl_engine *waiting_on_short_leases(const pl_registry *reg)
 }
 
 /*
- * A copy that lasts longer than a lease (1 s against 200 ms) keeps both
+ * A copy that lasts longer than a lease (3 s against 1 s) keeps both
  * leases it holds, renewed as an executing run's are: a worker of the
  * same store polling meanwhile takes neither the old run nor the new, and
  * the upgrade completes; the worker then takes the successor, handed to
@@ -530,7 +537,7 @@ Test(upgrade, a_copy_longer_than_a_lease_keeps_its_leases)
     pl_engine *e = waiting_on_short_leases(reg);
     t_worker w;
     t_worker_start(&w, e, 1);
-    atomic_store(&g_copy_ms, 1000);
+    atomic_store(&g_copy_ms, COPY_MS);
     char *nid = NULL;
     cr_assert_eq(pl_run_upgrade(&nid, e, "o1", "0:2", "o1-v2"), PL_OK, "%s",
                  pl_errmsg());
@@ -565,7 +572,7 @@ Test(upgrade, an_import_longer_than_a_lease_keeps_its_lease)
     g_copy_not = strtoull(number + strlen("\"run_number\":"), NULL, 10);
     t_worker w;
     t_worker_start(&w, e, 1);
-    atomic_store(&g_copy_ms, 1000);
+    atomic_store(&g_copy_ms, COPY_MS);
     f = fmemopen(text, len, "r");
     cr_assert_eq(pl_run_import(&id, e, f, "f1-copy"), PL_OK, "%s", pl_errmsg());
     fclose(f);

@@ -284,7 +284,10 @@ Test(workers, submitted_runs_wait_and_a_worker_drains_them)
 {
     const char *path = w_store();
     pl_registry *reg = w_registry();
-    pl_engine *e = w_engine(path, reg, "host-a");
+    /* a lease no stall outlasts: a thread of the worker that stalled past
+     * a short one could have its run taken by a sibling, and a call in
+     * flight made again (that is a_stalled_worker_is_fenced_off's) */
+    pl_engine *e = w_engine_lease(path, reg, "host-a", 30000);
     char id[32];
     for (int i = 0; i < 12; i++) {
         snprintf(id, sizeof id, "q-%02d", i);
