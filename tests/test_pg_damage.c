@@ -127,7 +127,8 @@ static void *counted_main(void *arg)
 }
 
 /* Queue run "dq" in store @p schema (leases of 100 ms), damage it with
- * @p damage, and let a worker run for 30 of its leases' lengths: it must
+ * @p damage, and let a worker run until it dropped the run's lease, then
+ * for 30 of its leases' lengths: it must
  * take the run once, count it not executed once, and drop its lease, so
  * that no worker takes it again at each expiry. */
 static void damaged_queued(const char *schema, const char *damage)
@@ -148,7 +149,19 @@ static void damaged_queued(const char *schema, const char *damage)
     counted w = {.e = e};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, counted_main, &w), 0);
-    struct timespec leases = {3, 0}; /* 30 leases of 100 ms */
+    /* its take, however long a loaded host makes the worker's start: the
+     * lease dropped (60 s at most), then 30 leases of 100 ms to take it
+     * again in */
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.leases WHERE id = 'dq'",
+             schema);
+    for (int ms = 0; t_pg_number(sql) != 0; ms += 10) {
+        cr_assert_lt(ms, 60000, "%s: the run's lease was never dropped",
+                     schema);
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec leases = {3, 0};
     nanosleep(&leases, NULL);
     pl_worker_stop(e);
     cr_assert_eq(pthread_join(th, NULL), 0);
@@ -156,9 +169,6 @@ static void damaged_queued(const char *schema, const char *damage)
     cr_expect_eq(w.skipped, 1, "%s: taken %llu times", schema,
                  (unsigned long long)w.skipped);
     cr_expect_eq(w.completed, 0);
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.leases WHERE id = 'dq'",
-             schema);
     cr_expect_eq(t_pg_number(sql), 0, "%s: its lease is still there", schema);
     pl_engine_close(e);
     pl_registry_free(reg);

@@ -88,7 +88,9 @@ static pl_engine *open_engine(const char *store, const pl_registry *reg)
     return e;
 }
 
-static pid_t spawn_worker(const char *store, const pl_registry *reg)
+/* A worker process of two threads, its leases of @p lease_ms. */
+static pid_t spawn_worker(const char *store, const pl_registry *reg,
+                          unsigned lease_ms)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -96,7 +98,7 @@ static pid_t spawn_worker(const char *store, const pl_registry *reg)
     if (pid == 0) {
         pl_engine_options o = PL_ENGINE_OPTIONS_INIT;
         o.durability = PL_DURABILITY_SYNC;
-        o.lease_ms = 600;
+        o.lease_ms = lease_ms;
         pl_engine *e = NULL;
         if (pl_engine_open(&e, store, reg, &o))
             _exit(10);
@@ -157,7 +159,7 @@ Test(time_workers, timers_fire_once_with_workers_killed_at_random,
     }
     pid_t w[WORKERS];
     for (int i = 0; i < WORKERS; i++)
-        w[i] = spawn_worker(store, reg);
+        w[i] = spawn_worker(store, reg, 600);
     int kills = 0;
     for (int round = 0; round < 6000 && !all_ended(e); round++) {
         nap_ms(20 + rand() % 200);
@@ -167,7 +169,7 @@ Test(time_workers, timers_fire_once_with_workers_killed_at_random,
             while (waitpid(w[k], NULL, 0) == -1 && errno == EINTR)
                 ;
             kills++;
-            w[k] = spawn_worker(store, reg);
+            w[k] = spawn_worker(store, reg, 600);
         }
     }
     for (int i = 0; i < WORKERS; i++) {
@@ -284,7 +286,10 @@ Test(time_workers, a_worker_killed_mid_batch_loses_no_run, .timeout = 600)
     }
     cr_expect_eq(claimed, t_on_pg() ? 8 : 1,
                  "the killed worker held %d claimed runs", claimed);
-    pid_t w = spawn_worker(store, reg);
+    /* the killed worker's leases run out; this one's must not while a
+     * thread stalls in a call (its sibling would take the run, and fire
+     * it again) */
+    pid_t w = spawn_worker(store, reg, 30000);
     for (int round = 0; round < 3000 && !all_ended_of(e, "b", BATCH_RUNS);
          round++)
         nap_ms(20);

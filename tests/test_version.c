@@ -20,7 +20,7 @@
 static int g_code, g_min, g_max = 1;
 static bool g_two, g_suspend, g_suspend_late;
 /* after the point, when the run's payload says "late": "sleep", a sleep
- * (100 ms: long enough to park on a loaded host);
+ * (500 ms: long enough to park on a loaded host);
  * "wait", a wait for event "go", whose payload's "x" the result carries */
 
 static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
@@ -54,7 +54,7 @@ static int flow(pl_ctx *ctx, const pl_action *a, pl_steps *out, void *user)
         if (st)
             return st;
     }
-    if (!strcmp(lt, "sleep") && (st = pl_ctx_sleep(ctx, 100)))
+    if (!strcmp(lt, "sleep") && (st = pl_ctx_sleep(ctx, 500)))
         return st;
     int x = 0;
     if (!strcmp(lt, "wait")) {
