@@ -335,9 +335,9 @@ Test(pg_cancel, a_cancellation_gives_way_to_a_commit_holding_the_lease)
 
 static atomic_int g_loops;
 
-#define NAP_MS                                                                 \
-    200 /* a "sleep" spinner's sleep: longer than a stall between its
-                       * record and the look that parks it (c_park()) */
+/* a "sleep" spinner's sleep: longer than a stall between its record and
+ * the look that parks it (c_park()) */
+#define NAP_MS 200
 
 /* "spinner": waits for "go" (payload "sleep": sleeps NAP_MS instead), then
  * calls "echo" until it is cancelled, LOOP_MAX times at most; payload
